@@ -3,46 +3,51 @@
 Why not :class:`concurrent.futures.ProcessPoolExecutor` or :class:`multiprocessing.Pool`: neither
 can stop a call that is already running. A hung task holds its worker forever
 (``Future.cancel`` only cancels tasks that have not started) and killing a worker by hand breaks
-the whole executor (``BrokenProcessPool``). Here every worker has its own pipe; the caller waits
-on the pipes of its in-flight calls with a deadline; a worker that misses its deadline is
-SIGKILLed and replaced, and only that call is reported as timed out.
+the whole executor (``BrokenProcessPool``). Here every worker has its own socket; the caller
+waits on the sockets of its in-flight calls with a deadline; a worker that misses its deadline
+is SIGKILLed and replaced, and only that call is reported as timed out.
 
 Design points:
 
-* **Any thread.** Nothing here installs a signal handler (Python allows that only in the main
-  thread, which is exactly what breaks math-verify's SIGALRM timeout in reward threads:
-  huggingface/Math-Verify#50, #55; huggingface/trl#5281). Workers are checked out under a lock,
-  so several threads can call :meth:`ProcessPool.run` at once without mixing replies.
-* **Plain subprocesses, not multiprocessing.** A worker is ``python -c "...worker_main(fd)"``
-  talking over a socket pair. ``fork`` of a multi-threaded trainer can deadlock the child on a
-  lock another thread held; multiprocessing's ``spawn``/``forkserver`` re-run the caller's main
-  script in every child, which breaks (or re-runs training in) any script without an
-  ``if __name__ == "__main__"`` guard, and the forkserver's preload list is process-global.
-  A fresh interpreter has none of these problems; it costs about a second to start, paid once
-  per worker and, after a kill, in the background while the other workers carry on.
+* **Any thread.** Nothing here installs a signal handler in the caller's process (Python allows
+  that only in the main thread, which is exactly what breaks math-verify's SIGALRM timeout in
+  reward threads: huggingface/Math-Verify#50, #55; huggingface/trl#5281). Workers are checked
+  out under a lock, so several threads can call :meth:`ProcessPool.run` at once.
+* **A zygote, not multiprocessing.** The pool starts one fresh interpreter (``python -c``),
+  the *zygote*, which runs the initializer (imports math-verify) once and then ``fork()``\\ s a
+  worker whenever the pool asks, handing it a socket. Forking the caller itself would be unsafe
+  (a multi-threaded trainer's child can deadlock on a lock another thread held);
+  multiprocessing's ``spawn``/``forkserver`` re-run the caller's main script in every child,
+  which breaks (or re-runs training in) any script without an ``if __name__ == "__main__"``
+  guard; spawning a fresh interpreter per worker costs a second or more per replacement. The
+  zygote is single-threaded, so its forks are safe, and a replacement is ready in milliseconds.
 * **Deadline.** A call's deadline counts from the moment it is handed to a worker, so calls
-  queued behind others are not charged for waiting. Worker start-up is not charged either.
+  queued behind others are not charged for waiting.
 * **Memory.** ``memory_limit_mb`` caps each worker's address space (``RLIMIT_AS``), so an answer
   such as ``10^{10^{10}}`` ends in a ``MemoryError`` inside the worker instead of swapping the
   machine.
-* **Exit and fork.** Workers ignore SIGINT (the parent decides) and exit when their socket
-  closes, so even a SIGKILLed parent leaves nothing behind. :meth:`ProcessPool.close` stops and
-  reaps them; it is also registered with :func:`weakref.finalize`, which runs at interpreter
-  exit. A pool used in a forked child notices the new pid, leaves the parent's workers alone and
-  starts its own. POSIX only (the socket is handed over with ``pass_fds``).
+* **Exit, crashes, fork.** The zygote reaps every worker it forked; when its socket to the pool
+  closes (:meth:`ProcessPool.close`, interpreter exit through :func:`weakref.finalize`, or the
+  caller being SIGKILLed) it kills its workers, reaps them and exits, and ``close()`` reaps the
+  zygote: no zombies, no orphans. Workers and the zygote ignore SIGINT (the caller decides).
+  A pool used in a forked child notices the new pid, leaves the parent's workers alone and
+  starts its own. POSIX only (sockets and fds are handed over with ``pass_fds``/``SCM_RIGHTS``).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import os
+import pickle
+import select
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
 import time
+import traceback
 import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -52,8 +57,8 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-START_TIMEOUT_S = 120.0  # a worker that has not said "ready" by then is broken, not slow
-CPU_MARGIN_S = 5  # a call's CPU budget is its timeout plus this (see _limit_cpu)
+START_TIMEOUT_S = 120.0  # a zygote or worker not ready by then is broken, not slow
+_PID = struct.Struct("q")
 
 
 @dataclass(frozen=True)
@@ -66,15 +71,13 @@ class Outcome:
 
 
 class WorkerStartError(RuntimeError):
-    """A worker process died or hung before it was ready (broken install, memory limit)."""
+    """The zygote or a worker died or hung before it was ready (broken install, memory limit)."""
 
 
-def worker_main(fd: int) -> None:
-    """Body of a worker process: set up from the first message, then run ``(fn, args)``
-    requests until ``None`` or EOF. Started by :class:`ProcessPool`, not called by hand."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    conn = Connection(fd)
-    memory_limit_mb, initializer = conn.recv()
+# ------------------------------------------------------------------ inside the worker processes
+
+def _worker_loop(fd: int, memory_limit_mb: int | None) -> None:
+    """A forked worker: run ``(fn, args)`` requests until ``None`` or EOF."""
     if memory_limit_mb:
         import resource
 
@@ -83,18 +86,16 @@ def worker_main(fd: int) -> None:
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         except (ValueError, OSError):  # the hard limit is already lower: keep it
             pass
-    if initializer is not None:
-        initializer()
+    conn = Connection(fd)
     conn.send(("ready", os.getpid()))
     while True:
         try:
             request = conn.recv()
-        except (EOFError, OSError):  # the parent is gone
+        except (EOFError, OSError):  # the pool is gone
             return
         if request is None:
             return
-        fn, args, cpu_s = request
-        _limit_cpu(cpu_s)
+        fn, args = request
         try:
             reply: tuple[str, Any] = ("ok", fn(*args))
         except MemoryError:
@@ -107,83 +108,168 @@ def worker_main(fd: int) -> None:
             conn.send(("error", f"unpicklable result: {type(e).__name__}"))
 
 
-def _limit_cpu(seconds: int) -> None:
-    """Let the coming call use at most ``seconds`` more CPU time (then SIGXCPU ends us).
-
-    The parent kills a late worker long before this fires (CPU time never exceeds wall time);
-    it matters when the parent itself died mid-call: a worker stuck in one long C operation
-    (a huge integer power holds the GIL) would never read the EOF on its socket and would burn a
-    core for minutes as an orphan.
-    """
-    import resource
-
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    soft = int(usage.ru_utime + usage.ru_stime) + seconds + 1
-    hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
-    if hard != resource.RLIM_INFINITY:
-        soft = min(soft, hard)
+def zygote_main(fd: int, memory_limit_mb: int | None, initializer_hex: str) -> None:
+    """The zygote process: initialise once, then fork a worker per request (one byte plus the
+    worker's socket fd in); reply with its pid. Started by :class:`ProcessPool`."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sock = socket.socket(fileno=fd)
+    if initializer_hex:
+        pickle.loads(bytes.fromhex(initializer_hex))()
+    sock.sendall(_PID.pack(os.getpid()))  # ready
+    children: set[int] = set()
     try:
-        resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
-    except (ValueError, OSError):
-        pass
+        while True:
+            readable, _, _ = select.select([sock], [], [], 0.5)
+            _reap(children)
+            if not readable:
+                continue
+            msg, fds, _, _ = socket.recv_fds(sock, 1, 1)
+            if not msg:  # EOF: the pool closed or its process died
+                return
+            if not fds:
+                continue
+            pid = os.fork()
+            if pid == 0:
+                sock.close()
+                code = 0
+                try:
+                    _worker_loop(fds[0], memory_limit_mb)
+                except BaseException:  # noqa: BLE001
+                    traceback.print_exc()
+                    code = 1
+                finally:
+                    os._exit(code)  # never run the zygote's own cleanup in a worker
+            os.close(fds[0])
+            children.add(pid)
+            sock.sendall(_PID.pack(pid))
+    finally:
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in children:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+
+
+def _reap(children: set[int]) -> None:
+    for pid in list(children):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            children.discard(pid)
+
+
+# ------------------------------------------------------------------ in the caller's process
+
+_BOOT = ("import sys; sys.path[:0] = {path!r}; from cooper.procpool import zygote_main; "
+         "zygote_main({fd}, {mem!r}, {init!r})")
 
 
 class _Worker:
-    __slots__ = ("proc", "conn", "ready")
+    __slots__ = ("pid", "conn", "ready")
 
-    def __init__(self, proc: subprocess.Popen, conn: Connection):
-        self.proc, self.conn, self.ready = proc, conn, False
+    def __init__(self, pid: int, conn: Connection):
+        self.pid, self.conn, self.ready = pid, conn, False
 
     def kill(self) -> None:
-        """SIGKILL and reap (a reaped child leaves no zombie)."""
+        """SIGKILL it; the zygote reaps it."""
         try:
-            self.proc.kill()
-        except OSError:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
             pass
-        try:
-            self.proc.wait(10.0)
-        except subprocess.TimeoutExpired:  # cannot happen after SIGKILL short of a kernel hang
-            log.warning("worker %d did not die after SIGKILL", self.proc.pid)
         self.conn.close()
 
 
-def _stop_workers(workers: list[_Worker], owner_pid: int, grace_s: float = 1.0) -> None:
-    """Ask workers to exit, then kill whatever is left, and reap them all (no zombies)."""
-    if os.getpid() != owner_pid:  # inherited through fork: the parent owns these processes
-        return
-    for w in workers:
-        try:
-            w.conn.send(None)
-        except Exception:
-            pass
-    deadline = time.monotonic() + grace_s
-    for w in workers:
-        try:
-            w.proc.wait(max(0.01, deadline - time.monotonic()))
-            w.conn.close()
-        except subprocess.TimeoutExpired:
-            w.kill()
-
-
 class _State:
-    """The workers of one pool in one process; shared with the exit finalizer."""
+    """One process's zygote and workers; shared with the exit finalizer."""
 
-    def __init__(self) -> None:
+    def __init__(self, zygote: subprocess.Popen, sock: socket.socket) -> None:
         self.pid = os.getpid()
+        self.zygote, self.sock = zygote, sock
+        self.lock = threading.Lock()  # one fork request at a time on the zygote socket
         self.all: list[_Worker] = []
         self.idle: list[_Worker] = []
 
+    def fork_worker(self) -> _Worker:
+        ours, theirs = socket.socketpair()
+        try:
+            with self.lock:
+                socket.send_fds(self.sock, [b"F"], [theirs.fileno()])
+                data = b""
+                while len(data) < _PID.size:
+                    chunk = self.sock.recv(_PID.size - len(data))
+                    if not chunk:
+                        raise WorkerStartError(f"the verifier zygote process died (exit code "
+                                               f"{self.zygote.poll()})")
+                    data += chunk
+        except OSError as e:
+            ours.close()
+            raise WorkerStartError(f"the verifier zygote process is gone ({e})") from e
+        finally:
+            theirs.close()
+        return _Worker(_PID.unpack(data)[0], Connection(ours.detach()))
+
     def shutdown(self) -> None:
+        """Let idle workers exit, then close the zygote's socket: it kills and reaps the rest
+        and exits; we reap the zygote."""
+        if os.getpid() != self.pid:  # inherited through fork: the parent owns these processes
+            return
         workers, self.all, self.idle = self.all, [], []
-        _stop_workers(workers, self.pid)
+        for w in workers:
+            try:
+                w.conn.send(None)
+            except Exception:
+                pass
+            w.conn.close()
+        self.sock.close()
+        try:
+            self.zygote.wait(5.0)
+        except subprocess.TimeoutExpired:
+            self.zygote.kill()
+            self.zygote.wait()
 
 
-_BOOT = "import sys; sys.path[:0] = {path!r}; from cooper.procpool import worker_main; worker_main({fd})"
+def _start_zygote(memory_limit_mb: int | None,
+                  initializer: Callable[[], None] | None) -> _State:
+    ours, theirs = socket.socketpair()
+    init = pickle.dumps(initializer).hex() if initializer is not None else ""
+    # The caller's sys.path goes first so the zygote imports the same cooper (a test run or an
+    # editable checkout may not be on the default path).
+    code = _BOOT.format(path=[p for p in sys.path if p], fd=theirs.fileno(),
+                        mem=memory_limit_mb, init=init)
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", code], pass_fds=[theirs.fileno()],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    except BaseException:
+        ours.close()
+        raise
+    finally:
+        theirs.close()
+    ours.settimeout(START_TIMEOUT_S)
+    try:
+        ready = ours.recv(_PID.size)
+    except OSError:
+        ready = b""
+    ours.settimeout(None)
+    if len(ready) != _PID.size:
+        ours.close()
+        proc.kill()
+        code = proc.wait()
+        raise WorkerStartError(
+            f"the verifier zygote process failed to start (exit code {code}); check that "
+            "'python -c \"import math_verify\"' works")
+    return _State(proc, ours)
 
 
 class ProcessPool:
     """``size`` worker processes; :meth:`run` maps a function over argument tuples with a
-    per-call hard deadline. Workers start on first use."""
+    per-call hard deadline. Processes start on first use."""
 
     def __init__(self, size: int, *, memory_limit_mb: int | None = None,
                  initializer: Callable[[], None] | None = None):
@@ -203,34 +289,16 @@ class ProcessPool:
 
     # ------------------------------------------------------------ worker lifecycle
 
-    def _spawn(self) -> _Worker:
-        ours, theirs = socket.socketpair()
-        try:
-            # The parent's sys.path goes first so the worker imports the same cooper (a test
-            # run or an editable checkout may not be on the default path).
-            code = _BOOT.format(path=[p for p in sys.path if p], fd=theirs.fileno())
-            proc = subprocess.Popen([sys.executable, "-c", code], pass_fds=[theirs.fileno()],
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    close_fds=True)
-        except BaseException:
-            ours.close()
-            raise
-        finally:
-            theirs.close()
-        conn = Connection(ours.detach())
-        conn.send((self.memory_limit_mb, self._initializer))
-        return _Worker(proc, conn)
-
     def _live_state(self) -> _State:
-        """The current process's workers, started on first use (call with the lock held)."""
+        """The current process's zygote and workers, started on first use (lock held)."""
         if self._closed:
             raise RuntimeError("this process pool is closed")
         st = self._state
         if st is None or st.pid != os.getpid():  # first use, or we are a forked child
-            st = _State()
-            st.all = [self._spawn() for _ in range(self.size)]
-            st.idle = list(st.all)
+            st = _start_zygote(self.memory_limit_mb, self._initializer)
             weakref.finalize(self, st.shutdown)
+            st.all = [st.fork_worker() for _ in range(self.size)]
+            st.idle = list(st.all)
             self._state = st
         return st
 
@@ -242,11 +310,9 @@ class ProcessPool:
         except (EOFError, OSError):
             pass
         if not ok:
-            code = w.proc.poll()
             self._discard(w, replace=True)
-            raise WorkerStartError(
-                f"a verifier worker process failed to start (exit code {code}); check that "
-                "'python -c \"import math_verify\"' works, and raise the memory limit if set")
+            raise WorkerStartError("a verifier worker process died before it was ready; "
+                                   "raise the memory limit if one is set")
         w.ready = True
 
     def _acquire(self, block: bool) -> _Worker | None:
@@ -274,7 +340,7 @@ class ProcessPool:
         w.kill()
 
     def _discard(self, w: _Worker, replace: bool) -> None:
-        """Kill a worker (hung, dead, or out of step with its pipe) and start a fresh one."""
+        """Kill a worker (hung, dead, or out of step with its socket) and fork a fresh one."""
         w.kill()
         with self._cond:
             st = self._state
@@ -283,17 +349,20 @@ class ProcessPool:
             st.all.remove(w)
             if not replace or self._closed:
                 return
-        fresh = self._spawn()  # outside the lock: other threads keep working meanwhile
-        with self._cond:
-            if self._closed or self._state is not st:
-                fresh.kill()
+            try:
+                fresh = st.fork_worker()  # milliseconds: the zygote is already initialised
+            except WorkerStartError:  # the zygote died: start over on the next call
+                log.warning("verifier zygote died; restarting the worker pool")
+                self._state = None
+                st.shutdown()
+                self._cond.notify_all()
                 return
             st.all.append(fresh)
             st.idle.append(fresh)
             self._cond.notify()
 
     def close(self) -> None:
-        """Stop and reap every worker. Safe to call twice; the pool cannot be used after."""
+        """Stop and reap every process. Safe to call twice; the pool cannot be used after."""
         with self._cond:
             self._closed = True
             st, self._state = self._state, None
@@ -305,7 +374,12 @@ class ProcessPool:
         """Pids of the current workers (for monitoring and tests)."""
         with self._cond:
             st = self._state
-            return [w.proc.pid for w in st.all] if st and st.pid == os.getpid() else []
+            return [w.pid for w in st.all] if st and st.pid == os.getpid() else []
+
+    def zygote_pid(self) -> int | None:
+        with self._cond:
+            st = self._state
+            return st.zygote.pid if st and st.pid == os.getpid() else None
 
     def __enter__(self) -> ProcessPool:
         return self
@@ -335,7 +409,7 @@ class ProcessPool:
                         break
                     i = pending.popleft()
                     try:
-                        w.conn.send((fn, calls[i], math.ceil(timeout_s) + CPU_MARGIN_S))
+                        w.conn.send((fn, calls[i]))
                     except (OSError, EOFError):  # died while idle (e.g. killed from outside)
                         results[i] = Outcome("error", error="worker died before the call")
                         self._discard(w, replace=True)
@@ -354,8 +428,7 @@ class ProcessPool:
                     try:
                         status, value = conn.recv()  # type: ignore[union-attr]
                     except (EOFError, OSError):  # crashed: segfault, killed by the OOM killer
-                        results[i] = Outcome("error", error=f"worker died (exit code "
-                                                            f"{w.proc.poll()})")
+                        results[i] = Outcome("error", error="worker process died")
                         self._discard(w, replace=True)
                         continue
                     results[i] = (Outcome("ok", value) if status == "ok"
@@ -369,7 +442,7 @@ class ProcessPool:
                         self._discard(w, replace=True)
         finally:
             # Interrupted (KeyboardInterrupt, WorkerStartError): a late reply would put these
-            # pipes out of step with the next request, so their workers are replaced.
+            # sockets out of step with the next request, so their workers are replaced.
             for w, _, _ in inflight.values():
                 self._discard(w, replace=True)
         return [r if r is not None else Outcome("error", error="not run") for r in results]

@@ -112,12 +112,17 @@ def default_workers() -> int:
 # ------------------------------------------------------------------ worker side
 
 def _init_worker() -> None:
-    """Runs once in each worker before it says "ready": import math-verify, quiet its logger."""
-    import math_verify  # noqa: F401 - the import is the point: a worker is ready when it is done
-
+    """Runs once in the pool's zygote, so every forked worker starts warm: import math-verify,
+    quiet its logger, and run one check of each common shape (the first parse builds large
+    regexes and the LaTeX parser: ~0.3 s that would otherwise count against a call's timeout)."""
     # With its timeouts off math-verify warns once per process that we must time out ourselves;
-    # we do (the parent's deadline), so the warning is noise in every worker.
+    # we do (the parent's deadline), so the warning is noise.
     logging.getLogger("math_verify").setLevel(logging.ERROR)
+    for answer, reference in (("\\frac{3}{2}", "1.5"), ("\\sqrt{2}/2", "\\frac{\\sqrt{2}}{2}"),
+                              ("(1, 2]", "\\left(1, 2\\right]"), ("x^2+1", "1+x^{2}"),
+                              ("\\{1,2\\}", "1, 2"), ("50\\%", "0.5"), ("x=3", "3")):
+        equivalent(answer, reference)
+    _parse_reference.cache_clear()
 
 
 @lru_cache(maxsize=4096)
