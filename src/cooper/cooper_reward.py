@@ -44,8 +44,8 @@ class Stage2Stats:
 
     positives: int  # over all processes
     pairs: int  # valid pairs over all processes
-    valid_negatives: int  # accepted assistant negatives
-    fallback_negatives: int  # accepted rule-based negatives
+    valid_negatives: int  # accepted negatives from the configured source
+    fallback_negatives: int  # accepted negatives from the fallback (pairs = valid + fallback)
     dropped: int  # positives without an acceptable negative
     loss: float | None  # pairwise loss before the update (None: no pairs)
     pair_acc_before: float | None  # pairs ranked right before the update
@@ -166,8 +166,8 @@ class CooperReward:
                     else pending.negatives())
         seconds_negatives = time.perf_counter() - t
         pairs = build_pairs(pending.positives, outcomes)
-        local = [len(pairs), sum(o.source == "assistant" for o in outcomes),
-                 sum(o.source == "rewrite" for o in outcomes), sum(o.negative is None for o in outcomes)]
+        local = [len(pairs), sum(o.negative is not None and not o.fallback for o in outcomes),
+                 sum(o.fallback for o in outcomes), sum(o.negative is None for o in outcomes)]
         total_pairs, valid, fallback, dropped = (int(x) for x in c.sum_floats(local))
         # 5. the pairwise update over the valid pairs of every process
         t = time.perf_counter()

@@ -107,9 +107,10 @@ class NegativeOutcome:
     """What happened to one positive's negative."""
 
     negative: str | None  # None: the pair is dropped
-    source: str | None  # "assistant", "rewrite", or None when dropped
+    source: str | None  # name of the source that wrote it ("assistant", "rewrite"), None if dropped
     attempts: int  # proposals tried, fallback included
     reason: str  # "accepted", or why the last proposal was rejected
+    fallback: bool = False  # written by the fallback after the assistant failed
 
 
 def rejection_reason(proposal: str | None, verdict: Verdict | None) -> str | None:
@@ -138,11 +139,11 @@ def make_negatives(positives: Sequence[Rollout], *, assistant: NegativeSource | 
     last_reason = ["no_source"] * len(positives)
     attempts = [0] * len(positives)
     pending = list(range(len(positives)))
-    stages = [(assistant, max_attempts)] if assistant is not None else []
+    stages = [(assistant, False)] if assistant is not None else []
     if fallback is not None:
-        stages.append((fallback, max_attempts))
-    for source, tries in stages:
-        for attempt in range(tries):
+        stages.append((fallback, True))
+    for source, is_fallback in stages:
+        for attempt in range(max_attempts):
             if not pending:
                 break
             proposals = source.propose([positives[i] for i in pending], attempt=attempt, seed=seed)
@@ -155,7 +156,8 @@ def make_negatives(positives: Sequence[Rollout], *, assistant: NegativeSource | 
                 attempts[i] += 1
                 why = rejection_reason(proposal, verdicts.get(i))
                 if why is None:
-                    outcomes[i] = NegativeOutcome(proposal, source.name, attempts[i], "accepted")
+                    outcomes[i] = NegativeOutcome(proposal, source.name, attempts[i], "accepted",
+                                                  is_fallback)
                 else:
                     last_reason[i] = f"{source.name}:{why}"
                     still.append(i)

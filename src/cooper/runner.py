@@ -63,6 +63,7 @@ def build_dataset(cfg: TrainConfig, tokenizer) -> Any:
 
 
 def _grpo_args(cfg: TrainConfig, num_processes: int):
+    import torch
     from trl import GRPOConfig
 
     r, p = cfg.rollout, cfg.policy
@@ -84,6 +85,7 @@ def _grpo_args(cfg: TrainConfig, num_processes: int):
         save_strategy="steps" if cfg.save_steps else "no", save_steps=cfg.save_steps or 500,
         save_total_limit=cfg.save_total_limit, eval_strategy="no", log_completions=False,
         disable_dropout=True, remove_unused_columns=False, dataloader_num_workers=0,
+        use_cpu=not torch.cuda.is_available(),
     )
 
 
@@ -169,7 +171,11 @@ def run(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
     )
     from cooper.validation import ValidationCallback
 
-    state = PartialState()
+    import torch
+
+    # Without a GPU, processes started by `accelerate launch --multi_gpu` (torchrun) must be told
+    # to use the CPU, or accelerate sees one process each instead of a gloo process group.
+    state = PartialState(cpu=not torch.cuda.is_available())
     cfg.validate(state.num_processes)
     out = Path(cfg.output_dir)
     done = complete_checkpoints(out)
@@ -214,12 +220,39 @@ def run(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
         trainer.train(resume_from_checkpoint=str(last) if last else None)
     finally:
         cooper.close()
+    if cooper.rm is not None:
+        _check_rm_replicas(cooper, out, state.is_main_process)
     if state.is_main_process:
         trainer.save_model(str(out / "policy"))
         if cooper.rm is not None:
             cooper.rm.save(out / "reward_model")
     state.wait_for_everyone()
     return TrainResult(out, trainer.state.global_step, time.perf_counter() - t0, last)
+
+
+def weights_fingerprint(model) -> str:
+    """SHA-256 over every parameter's bytes: equal fingerprints mean identical weights."""
+    import hashlib
+
+    import torch
+
+    h = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        # viewed as raw bytes, so bfloat16 (which numpy lacks) hashes too
+        h.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def _check_rm_replicas(cooper, out: Path, is_main: bool) -> None:
+    """Every process must end with the same reward model (gradients were summed across them)."""
+    prints = cooper.collective.gather_objects([weights_fingerprint(cooper.rm.model)])
+    identical = len(set(prints)) == 1
+    if is_main:
+        (out / "rm_replicas.json").write_text(json.dumps(
+            {"processes": len(prints), "fingerprints": prints, "identical": identical}, indent=1))
+    if not identical:
+        log.error("reward-model replicas differ across processes: %s", prints)
 
 
 def _step_of(checkpoint: Path) -> int:

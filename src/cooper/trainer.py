@@ -131,11 +131,14 @@ class MetricsFileCallback(TrainerCallback):
         self.path = path
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if state.is_world_process_zero and logs:
-            row = {"step": state.global_step, **{k: v for k, v in logs.items()
-                                                  if isinstance(v, int | float)}}
-            with self.path.open("a") as f:
-                f.write(json.dumps(row) + "\n")
+        if not (state.is_world_process_zero and logs):
+            return
+        numbers = {k: v for k, v in logs.items() if isinstance(v, int | float)}
+        if "train_runtime" in logs:  # the end-of-training summary, not a step
+            (self.path.parent / "train_summary.json").write_text(json.dumps(numbers, indent=1))
+            return
+        with self.path.open("a") as f:
+            f.write(json.dumps({"step": state.global_step, **numbers}) + "\n")
 
 
 # ------------------------------------------------------------------ the trainer
