@@ -361,6 +361,14 @@ class ProcessPool:
             st.idle.append(fresh)
             self._cond.notify()
 
+    def start(self) -> None:
+        """Start the zygote and every worker now and wait until they are ready, instead of on
+        the first call (which would otherwise pay the ~1-3 s start-up)."""
+        workers = [self._acquire(block=True) for _ in range(self.size)]
+        for w in workers:
+            if w is not None:
+                self._release(w)
+
     def close(self) -> None:
         """Stop and reap every process. Safe to call twice; the pool cannot be used after."""
         with self._cond:
