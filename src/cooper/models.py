@@ -184,7 +184,8 @@ def build_tiny_models(out_dir: str | os.PathLike, *, hidden_size: int = 32, laye
     torch.manual_seed(seed)
     policy = LlamaForCausalLM(config)
     policy.generation_config.pad_token_id = tok.pad_token_id
-    config_rm = LlamaConfig(**{**config.to_dict(), "num_labels": 1})
+    config_rm = LlamaConfig.from_dict(config.to_dict())
+    config_rm.num_labels = 1
     reward = LlamaForSequenceClassification(config_rm)
     paths = TinyModels(out / "policy", out / "reward")
     for model, path in ((policy, paths.policy), (reward, paths.reward)):
