@@ -35,7 +35,8 @@ from cooper.negatives import NegativeOutcome, NegativeSource, build_pairs, make_
 from cooper.pairs import Rollout, RolloutStats, rollout_stats, select_positives, shard
 
 if TYPE_CHECKING:
-    from cooper.reward_model import PairwiseUpdater, RewardModel
+    from cooper.reward_model import RewardModel
+    from cooper.rm_training import PairwiseUpdater
 
 
 @dataclass(frozen=True)
@@ -181,10 +182,9 @@ class CooperReward:
             if self.mode == "cooper":
                 st = self.updater.step(pos, neg, reduce_grads=c.all_reduce_sum_,
                                        global_pairs=total_pairs)
-                # the updater normalises this process's loss by the global pair count, so the
-                # sum over processes is the mean over all pairs
-                loss_sum, right = c.sum_floats([st.loss * total_pairs,
-                                                st.pair_acc_before * st.pairs])
+                # this process's mean loss and accuracy (NaN without local pairs) -> global sums
+                loss_sum, right = c.sum_floats([st.loss * st.pairs if st.pairs else 0.0,
+                                                st.pair_acc_before * st.pairs if st.pairs else 0.0])
                 grad_norm, skipped, updated = st.grad_norm, st.skipped, not st.skipped
             else:
                 loss_sum, right = c.sum_floats(self._measure_pairs(pos, neg))
@@ -197,7 +197,7 @@ class CooperReward:
         """(sum of pairwise losses, pairs ranked right) without changing the reward model."""
         import torch
 
-        from cooper.reward_model import pairwise_loss
+        from cooper.rm_training import pairwise_loss
 
         if not pos:
             return [0.0, 0.0]
