@@ -11,7 +11,9 @@ Sources, all implementing :class:`NegativeSource`:
 
 - :class:`LocalAssistant`: a local causal LM, by default the frozen reference policy that
   training already holds (no extra weights in memory);
-- :class:`EndpointAssistant` (in :mod:`cooper.endpoint_assistant`): any OpenAI-compatible server;
+- :class:`EndpointAssistant`: any OpenAI-compatible server (retries, backoff and a circuit
+  breaker live in :mod:`cooper.endpoint`; a failed request is a ``None`` proposal, so the
+  fallback takes over and a dead endpoint is not hammered);
 - :class:`RewriteNegatives`: changes the final answer by rule (always available, cheap).
 """
 
@@ -25,6 +27,8 @@ from typing import TYPE_CHECKING, Protocol
 from cooper.pairs import Pair, Rollout
 
 if TYPE_CHECKING:
+    from cooper.config import AssistantConfig
+    from cooper.endpoint import Endpoint
     from cooper.generation import HFGenerator, Messages
     from cooper.verifier import Verdict
 
@@ -84,6 +88,41 @@ class LocalAssistant:
                                   max_new_tokens=self.max_new_tokens, seed=seed * 1000 + attempt)
         out = self.generator.generate([assistant_messages(p) for p in positives], sampling)
         return [g[0].text if g[0].text.strip() else None for g in out]
+
+
+class EndpointAssistant:
+    """An OpenAI-compatible chat endpoint as the assistant."""
+
+    name = "assistant"
+
+    def __init__(self, endpoint: Endpoint, *, max_new_tokens: int = 512,
+                 temperature: float = 0.7):
+        self.endpoint, self.max_new_tokens, self.temperature = endpoint, max_new_tokens, temperature
+
+    @classmethod
+    def from_config(cls, a: AssistantConfig) -> EndpointAssistant:
+        from cooper.endpoint import Endpoint, EndpointConfig
+
+        endpoint = Endpoint(EndpointConfig(
+            base_url=a.base_url, model=a.model, api_key_env=a.api_key_env,
+            concurrency=a.concurrency, timeout_s=a.timeout_s, max_retries=a.max_retries))
+        return cls(endpoint, max_new_tokens=a.max_new_tokens, temperature=a.temperature)
+
+    def propose(self, positives: Sequence[Rollout], *, attempt: int, seed: int) -> list[str | None]:
+        if not positives:
+            return []
+        results = self.endpoint.chat_many(
+            [assistant_messages(p) for p in positives], temperature=self.temperature,
+            max_tokens=self.max_new_tokens,
+            seeds=[(seed * 1000 + attempt) * 1000 + i for i in range(len(positives))])
+        return [r.text if r.ok and r.text and r.text.strip() else None for r in results]
+
+    def metrics(self) -> dict[str, float]:
+        """Cumulative request counters, logged under ``assistant/``."""
+        return {k: float(v) for k, v in self.endpoint.stats.metrics("assistant").items()}
+
+    def close(self) -> None:
+        self.endpoint.close()
 
 
 class RewriteNegatives:

@@ -89,7 +89,7 @@ def _grpo_args(cfg: TrainConfig, num_processes: int):
     )
 
 
-def build_cooper_reward(cfg: TrainConfig, collective):
+def build_cooper_reward(cfg: TrainConfig, collective, device=None):
     """The reward model, its updater, the verifier and the negative sources for this process."""
     from functools import partial
 
@@ -104,10 +104,13 @@ def build_cooper_reward(cfg: TrainConfig, collective):
 
         rm = RewardModel.load(cfg.reward.model, max_length=cfg.reward.max_length,
                               dtype=cfg.policy.dtype)
+        if device is not None:
+            rm.model.to(device)
         if cfg.reward.mode == "cooper":
             u = cfg.rm_update
             updater = PairwiseUpdater(rm, lr=u.lr, weight_decay=u.weight_decay,
-                                      max_grad_norm=u.max_grad_norm)
+                                      max_grad_norm=u.max_grad_norm,
+                                      micro_batch_size=u.micro_batch_size)
     a = cfg.assistant
     assistant = fallback = None
     background = False
@@ -117,7 +120,7 @@ def build_cooper_reward(cfg: TrainConfig, collective):
         if a.fallback:
             fallback = RewriteNegatives()
         if a.backend == "endpoint":
-            from cooper.endpoint_assistant import EndpointAssistant
+            from cooper.negatives import EndpointAssistant
 
             assistant, background = EndpointAssistant.from_config(a), True
         # a local assistant is attached once the trainer holds the reference policy
@@ -195,7 +198,7 @@ def run(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
     policy_path = str(resolve(cfg.policy.model))
     tokenizer = load_tokenizer(policy_path)
     dataset = build_dataset(cfg, tokenizer)
-    cooper = build_cooper_reward(cfg, coll.current())
+    cooper = build_cooper_reward(cfg, coll.current(), state.device)
     ref: dict[str, Any] = {}
     funcs, weights = reward_functions(_Batch(cooper, ref))
     args = _grpo_args(cfg, state.num_processes)
@@ -206,8 +209,6 @@ def run(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
         callbacks=[Stage2Callback(cooper, ref), _StepTimer(ref),
                    MetricsFileCallback(out / "metrics.jsonl")])
     ref["trainer"] = trainer
-    if cooper.rm is not None:
-        cooper.rm.model.to(trainer.accelerator.device)
     if cfg.reward.mode != "rule" and cfg.assistant.backend == "local" and (
             cfg.reward.mode == "cooper" or cfg.rm_update.pair_metrics):
         _attach_local_assistant(cfg, cooper, trainer)
