@@ -90,3 +90,70 @@ def test_bad_setting_stops_before_any_work(tmp_path):
                    f"output_dir={tmp_path}", check=False)
     assert proc.returncode == 2 and "did you mean 'rollout.temperature'" in proc.stderr
     assert not (tmp_path / "metrics.jsonl").exists()
+
+
+def test_two_processes_keep_identical_reward_models(arith, tmp_path):
+    """accelerate's multi-process launcher on CPU: gradients summed, replicas equal."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import cli_env
+
+    out = tmp_path / "ddp"
+    args = tiny_args(arith, out, "cooper", "assistant.backend=rewrite",
+                     "rollout.micro_batch_size=2")
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
+           "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+           "--dynamo_backend", "no", "-m", "cooper", *args]
+    env = cli_env(MASTER_PORT=str(29500 + os.getpid() % 1000))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    replicas = json.loads((out / "rm_replicas.json").read_text())
+    assert replicas["processes"] == 2 and replicas["identical"]
+    steps = [r for r in metrics(out) if "loss" in r]
+    assert len(steps) == 2 and sum(r["rm/pairs"] for r in steps) > 0
+    assert_changed(weights(arith / "reward"), weights(out / "reward_model"), "reward-model")
+
+
+def test_resume_restores_policy_and_reward_model_state(arith, tmp_path):
+    import torch
+
+    out = tmp_path / "resume"
+    run_cli(*tiny_args(arith, out, "cooper", "save_steps=1", "assistant.backend=rewrite"))
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
+    ckpt2 = out / "checkpoint-2"
+    assert (ckpt2 / "cooper-checkpoint.json").is_file() and (ckpt2 / "reward_model").is_dir()
+    rm_steps_2 = torch.load(ckpt2 / "reward_model_optimizer.pt", weights_only=True)["steps"]
+    assert rm_steps_2 >= 1
+    # a rerun without --resume refuses to mix two runs in one folder
+    refused = run_cli(*tiny_args(arith, out, "cooper"), check=False)
+    assert refused.returncode == 2 and "--resume" in refused.stderr
+
+    run_cli(*tiny_args(arith, out, "cooper", "save_steps=1", "assistant.backend=rewrite",
+                       "max_steps=4"), "--resume")
+    rows = [r for r in metrics(out) if "loss" in r]
+    assert [r["step"] for r in rows] == [1, 2, 3, 4]  # continued, nothing repeated
+    ckpt4 = out / "checkpoint-4"
+    state = json.loads((ckpt4 / "trainer_state.json").read_text())
+    assert state["global_step"] == 4
+    # the reward model's optimiser continued from checkpoint-2's state
+    rm_steps_4 = torch.load(ckpt4 / "reward_model_optimizer.pt", weights_only=True)["steps"]
+    updates_after_resume = sum(r["rm/updated"] for r in rows if r["step"] > 2)
+    assert rm_steps_4 == rm_steps_2 + updates_after_resume
+    # and so did the policy's (AdamW keeps a step count per parameter)
+    opt = torch.load(ckpt4 / "optimizer.pt", weights_only=True)
+    assert max(int(s["step"]) for s in opt["state"].values()) == 4
+
+
+def test_tensorboard_logging_works_offline(arith, tmp_path):
+    out = tmp_path / "tb"
+    run_cli(*tiny_args(arith, out, "rm", "report_to=tensorboard", "max_steps=1",
+                       "validation.enabled=false"))
+    events = list(out.rglob("events.out.tfevents.*"))
+    assert events and sum(e.stat().st_size for e in events) > 0
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(events[0].parent))
+    acc.Reload()
+    assert "train/hacking/gap" in acc.Tags()["scalars"]

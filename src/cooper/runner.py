@@ -159,6 +159,7 @@ def _attach_local_assistant(cfg: TrainConfig, cooper, trainer) -> None:
 
 def run(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
     """Train the policy (and, in cooper mode, the reward model) as configured."""
+    import torch
     from accelerate import PartialState
 
     from cooper import collective as coll
@@ -174,8 +175,6 @@ def run(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
         reward_functions,
     )
     from cooper.validation import ValidationCallback
-
-    import torch
 
     # Without a GPU, processes started by `accelerate launch --multi_gpu` (torchrun) must be told
     # to use the CPU, or accelerate sees one process each instead of a gloo process group.
