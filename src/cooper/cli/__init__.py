@@ -18,7 +18,7 @@ from cooper import __version__
 from cooper.errors import UserError
 
 # Order here is the order in `cooper --help`: the pipeline from data to report.
-GROUPS = ("models_cmd", "data_cmd", "eval_cmd", "bench_cmd")
+GROUPS = ("models_cmd", "data_cmd", "verify_cmd", "eval_cmd", "bench_cmd")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,3 +49,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into `head` and the like: not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
