@@ -12,13 +12,20 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import cli_env, run_cli
 
+from conftest import cli_env, run_cli
 from cooper.data import load_problems
 from cooper.evaluate import evaluate_problems
 from cooper.generation import HFGenerator, SamplingConfig
 
 FAST = ["--n", "2", "--max-new-tokens", "12", "--no-progress"]
+# One intra-op thread per subprocess: a tiny model gains nothing from more, and on a shared
+# machine spinning thread pools slow everything down.
+ENV = cli_env(OMP_NUM_THREADS="1")
+
+
+def cli(*args, **kw):
+    return run_cli(*args, env=ENV, **kw)
 
 
 def _samples(run: Path, name: str) -> list[dict]:
@@ -41,7 +48,7 @@ def local_file(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def run_a(tiny_models, local_file, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("runs") / "a"
-    run_cli("eval", "--model", tiny_models.policy, "--benchmarks", f"svamp,{local_file}",
+    cli("eval", "--model", tiny_models.policy, "--benchmarks", f"svamp,{local_file}",
             "--question-field", "problem", "--answer-field", "solution", "--id-field", "uid",
             "--prompt-template", "Solve: {question}\nEnd with \\boxed{}.", "--limit", "6",
             "--chunk-size", "4", "--out", out, *FAST)
@@ -73,11 +80,18 @@ def test_eval_writes_samples_and_results(run_a, local_file):
 
 def test_cli_run_matches_the_in_process_evaluator(run_a, tiny_models):
     # the trainer's validation calls evaluate_problems: same settings, same samples
+    import torch
+
     gen = HFGenerator.load(str(tiny_models.policy), batch_size=16)
-    r = evaluate_problems(gen, list(load_problems("svamp", limit=6)),
-                          SamplingConfig(n=2, temperature=0.7, top_p=0.95, max_new_tokens=12),
-                          benchmark="svamp", chunk_size=4,
-                          prompt_template="Solve: {question}\nEnd with \\boxed{}.")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as in the CLI process: the same float reductions
+    try:
+        r = evaluate_problems(gen, list(load_problems("svamp", limit=6)),
+                              SamplingConfig(n=2, temperature=0.7, top_p=0.95, max_new_tokens=12),
+                              benchmark="svamp", chunk_size=4,
+                              prompt_template="Solve: {question}\nEnd with \\boxed{}.")
+    finally:
+        torch.set_num_threads(threads)
     saved = _samples(run_a, "svamp")
     assert [(s.completion, s.correct, s.num_tokens) for s in r.samples] == [
         (x["completion"], x["correct"], x["num_tokens"]) for x in saved]
@@ -85,7 +99,7 @@ def test_cli_run_matches_the_in_process_evaluator(run_a, tiny_models):
 
 def test_rerun_of_a_finished_run_computes_nothing(run_a, tiny_models, local_file):
     before = _results(run_a)
-    out = run_cli("eval", "--model", tiny_models.policy, "--benchmarks", f"svamp,{local_file}",
+    out = cli("eval", "--model", tiny_models.policy, "--benchmarks", f"svamp,{local_file}",
                   "--question-field", "problem", "--answer-field", "solution", "--id-field", "uid",
                   "--prompt-template", "Solve: {question}\nEnd with \\boxed{}.", "--limit", "6",
                   "--chunk-size", "4", "--out", run_a, *FAST).stdout
@@ -95,7 +109,7 @@ def test_rerun_of_a_finished_run_computes_nothing(run_a, tiny_models, local_file
 
 
 def test_other_settings_in_the_same_folder_are_refused(run_a, tiny_models, local_file):
-    proc = run_cli("eval", "--model", tiny_models.policy, "--benchmarks", f"svamp,{local_file}",
+    proc = cli("eval", "--model", tiny_models.policy, "--benchmarks", f"svamp,{local_file}",
                    "--question-field", "problem", "--answer-field", "solution",
                    "--id-field", "uid", "--limit", "6", "--chunk-size", "4", "--out", run_a,
                    *FAST[:2], "--max-new-tokens", "13", check=False)
@@ -105,10 +119,10 @@ def test_other_settings_in_the_same_folder_are_refused(run_a, tiny_models, local
 
 def test_compare_table(run_a, tiny_models, tmp_path):
     b = tmp_path / "b"
-    run_cli("eval", "--model", tiny_models.policy, "--benchmarks", "svamp", "--limit", "3",
+    cli("eval", "--model", tiny_models.policy, "--benchmarks", "svamp", "--limit", "3",
             "--seed", "1", "--out", b, *FAST)
     md, csv_path = tmp_path / "t.md", tmp_path / "t.csv"
-    out = run_cli("eval", "compare", run_a, b, "--labels", "base,seed1", "--md", md,
+    out = cli("eval", "compare", run_a, b, "--labels", "base,seed1", "--md", md,
                   "--csv", csv_path).stdout
     assert out == md.read_text()
     assert "| run | svamp | mybench | Avg |" in out
@@ -119,26 +133,26 @@ def test_compare_table(run_a, tiny_models, tmp_path):
     assert float(rows[0]["avg"]) == pytest.approx(100 * ra["average"]["accuracy"], abs=0.005)
     assert rows[1]["mybench"] == ""  # not evaluated in run b
     assert float(rows[1]["avg"]) == pytest.approx(100 * rb["average"]["accuracy"], abs=0.005)
-    maj = run_cli("eval", "compare", run_a, "--metric", "pass@2").stdout
+    maj = cli("eval", "compare", run_a, "--metric", "pass@2").stdout
     assert f"{100 * ra['benchmarks']['svamp']['pass_at_k']['2']:.2f}" in maj
-    bad = run_cli("eval", "compare", run_a, "--metric", "pass@4", check=False)
+    bad = cli("eval", "compare", run_a, "--metric", "pass@4", check=False)
     assert bad.returncode == 2 and "pass@1, pass@2" in bad.stderr
-    missing = run_cli("eval", "compare", tmp_path, check=False)
+    missing = cli("eval", "compare", tmp_path, check=False)
     assert missing.returncode == 2 and "no results.json" in missing.stderr
 
 
 def test_clear_errors(tiny_models, local_file, tmp_path):
-    unknown = run_cli("eval", "--model", tiny_models.policy, "--benchmarks", "gsm8k,aime",
+    unknown = cli("eval", "--model", tiny_models.policy, "--benchmarks", "gsm8k,aime",
                       "--out", tmp_path / "x", check=False)
     assert unknown.returncode == 2
     assert "unknown benchmark 'aime'" in unknown.stderr and "gsm8k, svamp, math500" in unknown.stderr
-    field = run_cli("eval", "--model", tiny_models.policy, "--benchmarks", local_file,
+    field = cli("eval", "--model", tiny_models.policy, "--benchmarks", local_file,
                     "--out", tmp_path / "y", check=False)
     assert field.returncode == 2
     assert "missing field 'question'" in field.stderr and "uid, problem, solution" in field.stderr
-    no_out = run_cli("eval", "--model", tiny_models.policy, check=False)
+    no_out = cli("eval", "--model", tiny_models.policy, check=False)
     assert no_out.returncode == 2 and "--out DIR is required" in no_out.stderr
-    template = run_cli("eval", "--prompt-template", "no placeholder", "--out", tmp_path / "z",
+    template = cli("eval", "--prompt-template", "no placeholder", "--out", tmp_path / "z",
                        check=False)
     assert template.returncode == 2 and "{question}" in template.stderr
 
@@ -150,7 +164,7 @@ def test_vllm_backend_without_vllm_is_a_clear_error(tiny_models, tmp_path):
         pytest.skip("vLLM is installed here")
     except ImportError:
         pass
-    proc = run_cli("eval", "--model", tiny_models.policy, "--benchmarks", "svamp", "--limit", "1",
+    proc = cli("eval", "--model", tiny_models.policy, "--benchmarks", "svamp", "--limit", "1",
                    "--backend", "vllm", "--out", tmp_path / "v", check=False)
     assert proc.returncode == 2 and "vLLM" in proc.stderr and "--backend hf" in proc.stderr
 
@@ -164,11 +178,11 @@ def test_resume_after_sigkill_gives_the_uninterrupted_numbers(tiny_models, tmp_p
             "--batch-size", "8", "--no-progress"]
     total = 2 * 16 * 2
     full = tmp_path / "full"
-    run_cli(*args, "--out", full)
+    cli(*args, "--out", full)
 
     killed = tmp_path / "killed"
     proc = subprocess.Popen([sys.executable, "-m", "cooper", *args, "--out", str(killed)],
-                            env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     chunk_dir = killed / "chunks" / "gsm8k"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
@@ -182,7 +196,7 @@ def test_resume_after_sigkill_gives_the_uninterrupted_numbers(tiny_models, tmp_p
                       for p in chunk_dir.glob("[0-9]*.json"))
     assert 0 < done_before < total and not (killed / "results.json").exists()
 
-    out = run_cli(*args, "--out", killed).stdout
+    out = cli(*args, "--out", killed).stdout
     res, ref = _results(killed), _results(full)
     # no sample computed twice: the rerun computed exactly what the killed run had not written
     assert (res["samples_computed"], res["samples_reused"]) == (total - done_before, done_before)

@@ -91,6 +91,8 @@ class EvalSettings:
         if self.batch_size < 1 or self.chunk_size < 1:
             raise UserError("--batch-size and --chunk-size must be >= 1")
         check_verify_mode(self.verify_mode)
+        if self.verify_timeout_s is not None and not self.verify_timeout_s > 0:
+            raise UserError(f"--verify-timeout must be positive, got {self.verify_timeout_s}")
         if self.prompt_template is not None:
             check_template(self.prompt_template)
         if self.ks is not None:

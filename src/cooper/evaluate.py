@@ -14,8 +14,8 @@ Majority voting groups answers by normalised string, not by verifier equivalence
 the verifier would take O(n^2) verifier calls per problem, each with a timeout, and
 "equivalent" is not guaranteed to be transitive, so groups could depend on comparison order.
 Normalised strings are cheap, deterministic and catch the common variants (``\\dfrac`` vs
-``\\frac``, ``1,000`` vs ``1000``, ``18.0`` vs ``18``, ``$``, ``\\left``, spaces, units of
-degrees and percent).
+``\\frac``, ``1,000`` vs ``1000``, ``18.0`` vs ``18``, ``$``, ``\\$``, ``\\left``, spaces,
+degree and percent signs).
 
 :func:`evaluate_problems` is the in-memory entry point (the trainer's periodic validation and
 experiments call it; it writes no files). The resumable on-disk run behind ``cooper eval``
@@ -33,12 +33,13 @@ from dataclasses import dataclass
 
 from cooper.data import BOXED_INSTRUCTION, Problem, number_to_str
 from cooper.errors import UserError
+from cooper.extraction import MODES as VERIFY_MODES
+from cooper.extraction import clean_answer
 from cooper.generation import Generator, Messages, OnSamples, SamplingConfig
 
 # Problems per chunk. A chunk is generated and verified as a unit and is the unit a resumed
 # run skips; several batches per chunk leave room for length sorting to group similar prompts.
 DEFAULT_CHUNK_PROBLEMS = 32
-VERIFY_MODES = ("strict", "lenient")
 QUESTION_FIELD = "{question}"
 DEFAULT_PROMPT_TEMPLATE = QUESTION_FIELD + "\n" + BOXED_INSTRUCTION
 
@@ -124,8 +125,12 @@ _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
 
 def normalize_answer(answer: str) -> str:
-    """A canonical string for majority voting: ``'$1,000.0$'`` and ``'1000'`` both give ``'1000'``."""
-    s = _NOISE.sub("", answer)
+    """A canonical string for majority voting: ``'$1,000.0$'`` and ``'1000'`` both give ``'1000'``.
+
+    First the verifier's own clean-up (:func:`cooper.extraction.clean_answer`: math delimiters,
+    currency, a final period), then spacing and notation variants that do not change a value.
+    """
+    s = _NOISE.sub("", clean_answer(answer))
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
     s = _DEGREES.sub("", s).replace("\\%", "").replace("%", "")
     s = re.sub(r"\s+", "", s).rstrip(".")

@@ -90,8 +90,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     # Optional sub-action: without one, `cooper eval` evaluates with the options above.
     actions = p.add_subparsers(dest="eval_action", metavar="ACTION", required=False,
                                help="optional; without it, evaluate")
+    # prog by hand: argparse would derive it from the parent's custom usage text
     cmp = actions.add_parser(
-        "compare", help="paper-style table of several runs (markdown and CSV)",
+        "compare", prog=f"{p.prog} compare",
+        help="paper-style table of several runs (markdown and CSV)",
         description="Read the results.json of each run folder and print a runs x benchmarks "
                     "table with an average column, like the paper's main table. Values are "
                     "percent.")
