@@ -157,6 +157,20 @@ def test_clear_errors(tiny_models, local_file, tmp_path):
     assert template.returncode == 2 and "{question}" in template.stderr
 
 
+def test_one_process_writes_a_run_at_a_time(tiny_models, tmp_path):
+    from cooper.eval_run import _exclusive
+
+    out = tmp_path / "busy"
+    out.mkdir()
+    with _exclusive(out):  # as a running cooper eval holds it
+        proc = cli("eval", "--model", tiny_models.policy, "--benchmarks", "svamp", "--limit", "1",
+                   "--out", out, *FAST, check=False)
+    assert proc.returncode == 2 and "another cooper eval is writing" in proc.stderr
+    cli("eval", "--model", tiny_models.policy, "--benchmarks", "svamp", "--limit", "1",
+        "--out", out, *FAST)  # free again
+    assert (out / "results.json").is_file()
+
+
 def test_vllm_backend_without_vllm_is_a_clear_error(tiny_models, tmp_path):
     pytest.importorskip("torch")
     try:

@@ -7,6 +7,7 @@ A run folder holds::
     samples/NAME.jsonl        every sample of NAME, one JSON object a line (once NAME is done)
     samples/NAME.done.json    marks NAME complete; written after NAME.jsonl
     results.json              protocol, versions, metrics per benchmark, average, times
+    .lock                     held while a process writes the run (two never write one run)
 
 Resume: problems are cut into fixed chunks (:func:`cooper.evaluate.chunk_problems`); each chunk
 is generated, verified and written to its own file by write-then-rename, so a file exists
@@ -19,15 +20,14 @@ chunks are merged into ``samples/NAME.jsonl`` and removed.
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 import logging
 import os
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -59,7 +59,6 @@ from cooper.generation import Generator, SamplingConfig, load_generator
 log = logging.getLogger(__name__)
 
 BACKENDS = ("hf", "vllm")
-METRICS = ("accuracy", "majority", "pass@K")
 
 
 @dataclass(frozen=True)
@@ -195,10 +194,9 @@ def _check_protocol(out: Path, proto: dict[str, Any]) -> bool:
     """True when resuming; raise when ``out`` holds a run with another protocol."""
     path = out / "run.json"
     if not path.exists():
-        if out.exists() and any(out.iterdir()):
+        if any(p.name != ".lock" for p in out.iterdir()):
             raise UserError(f"{out} is not empty and holds no cooper eval run (no run.json); "
                             "pick a new --out folder")
-        out.mkdir(parents=True, exist_ok=True)
         _write_atomic(path, json.dumps(proto, indent=2) + "\n")
         return False
     old = json.loads(path.read_text())
@@ -211,6 +209,30 @@ def _check_protocol(out: Path, proto: dict[str, Any]) -> bool:
 
 # ------------------------------------------------------------------ the run
 
+@dataclass
+class _Done:
+    """One benchmark's samples and how they came about."""
+
+    samples: list[SampleRecord]
+    computed: int
+    reused: int
+    compute_time_s: float
+
+
+@contextmanager
+def _exclusive(out: Path) -> Iterator[None]:
+    """Hold ``out/.lock`` so two processes never write one run; the OS frees it on any exit."""
+    import fcntl
+
+    with open(out / ".lock", "w") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UserError(f"another cooper eval is writing {out}; wait for it to end, or "
+                            "pick another --out folder") from None
+        yield
+
+
 def run_eval(settings: EvalSettings, out_dir: str | os.PathLike, *,
              generator: Generator | Callable[[], Generator] | None = None,
              progress: bool = True) -> RunResult:
@@ -219,15 +241,14 @@ def run_eval(settings: EvalSettings, out_dir: str | os.PathLike, *,
     ``generator``: a ready generator, or a factory called only if some chunk must be computed
     (a finished run reruns without loading the model); default: ``settings.backend``.
     """
-    from tqdm.auto import tqdm
-
     t_start = time.perf_counter()
     out = Path(out_dir)
     benchmarks = load_benchmarks(settings)
     proto = protocol(settings, benchmarks)
-    resuming = _check_protocol(out, proto)
-    n = settings.sampling.n
-    ks = list(settings.ks) if settings.ks else default_ks(n)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} is a file; pass a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    ks = list(settings.ks) if settings.ks else default_ks(settings.sampling.n)
     loaded: list[Generator] = []
 
     def get_generator() -> Generator:
@@ -243,61 +264,72 @@ def run_eval(settings: EvalSettings, out_dir: str | os.PathLike, *,
                 loaded.append(generator())  # type: ignore[operator]
         return loaded[0]
 
-    computed = reused = 0
-    metrics: list[BenchmarkMetrics] = []
-    compute_time: dict[str, float] = {}
-    (out / "samples").mkdir(exist_ok=True)
-    for bench in benchmarks:
-        done_path = out / "samples" / f"{bench.name}.done.json"
-        samples_path = out / "samples" / f"{bench.name}.jsonl"
-        if done_path.exists() and samples_path.exists():
-            samples = read_samples(samples_path)
-            compute_time[bench.name] = json.loads(done_path.read_text())["compute_time_s"]
-            reused += len(samples)
-        else:
-            chunk_dir = out / "chunks" / bench.name
-            chunk_dir.mkdir(parents=True, exist_ok=True)
-            for tmp in chunk_dir.glob(".*.tmp-*"):  # a write cut short by a kill
-                tmp.unlink()
-            chunks = chunk_problems(bench.problems, settings.chunk_size)
-            stored = {i: c for i in range(len(chunks))
-                      if (c := _read_chunk(chunk_dir, i, chunks[i], n)) is not None}
-            before = sum(len(c["samples"]) for c in stored.values())
-            reused += before
-            if resuming and before:
-                log.info("%s: resuming, %d of %d samples already done", bench.name, before,
-                         len(bench.problems) * n)
-            missing = [i for i in range(len(chunks)) if i not in stored]
-            gen = get_generator() if missing else None  # load before the bar starts its clock
-            bar = tqdm(total=len(bench.problems) * n, initial=before, desc=bench.name,
-                       unit="sample", disable=not progress, dynamic_ncols=True)
-            for i in missing:
-                chunk = chunks[i]
-                t0 = time.perf_counter()
-                records = sample_chunk(gen, chunk, settings.sampling, benchmark=bench.name,
-                                       prompt_template=settings.prompt_template,
-                                       verify_mode=settings.verify_mode,
-                                       verify_timeout_s=settings.verify_timeout_s,
-                                       on_samples=bar.update)
-                stored[i] = {"chunk": i, "problem_ids": [p.id for p in chunk],
-                             "compute_time_s": time.perf_counter() - t0,
-                             "samples": [asdict(r) for r in records]}
-                _write_atomic(chunk_dir / f"{i:05d}.json", json.dumps(stored[i]))
-                computed += len(records)
-            bar.close()
-            samples = [_record(r, str(chunk_dir)) for i in range(len(chunks))
-                       for r in stored[i]["samples"]]
-            compute_time[bench.name] = sum(c["compute_time_s"] for c in stored.values())
-            _write_atomic(samples_path, _to_jsonl(samples))
-            _write_atomic(done_path, json.dumps({"num_samples": len(samples),
-                                                 "compute_time_s": compute_time[bench.name]}))
-            shutil.rmtree(chunk_dir)
-        metrics.append(summarize(bench.name, samples, ks)[0])
-    shutil.rmtree(out / "chunks", ignore_errors=True)
-    result = RunResult(proto, metrics, average(metrics), computed, reused,
-                       time.perf_counter() - t_start, compute_time)
-    _write_results(out, result, settings)
+    with _exclusive(out):
+        resuming = _check_protocol(out, proto)
+        (out / "samples").mkdir(exist_ok=True)
+        done = {b.name: _run_benchmark(b, out, settings, get_generator, resuming, progress)
+                for b in benchmarks}
+        shutil.rmtree(out / "chunks", ignore_errors=True)
+        metrics = [summarize(name, d.samples, ks)[0] for name, d in done.items()]
+        result = RunResult(proto, metrics, average(metrics),
+                           sum(d.computed for d in done.values()),
+                           sum(d.reused for d in done.values()),
+                           time.perf_counter() - t_start,
+                           {name: d.compute_time_s for name, d in done.items()})
+        _write_results(out, result, settings)
     return result
+
+
+def _run_benchmark(bench: Benchmark, out: Path, settings: EvalSettings,
+                   get_generator: Callable[[], Generator], resuming: bool,
+                   progress: bool) -> _Done:
+    """A complete benchmark from disk, or its missing chunks computed, written and merged."""
+    from tqdm.auto import tqdm
+
+    n = settings.sampling.n
+    done_path = out / "samples" / f"{bench.name}.done.json"
+    samples_path = out / "samples" / f"{bench.name}.jsonl"
+    if done_path.exists() and samples_path.exists():
+        samples = read_samples(samples_path)
+        return _Done(samples, 0, len(samples),
+                     json.loads(done_path.read_text())["compute_time_s"])
+    chunk_dir = out / "chunks" / bench.name
+    chunk_dir.mkdir(parents=True, exist_ok=True)
+    for tmp in chunk_dir.glob(".*.tmp-*"):  # a write cut short by a kill
+        tmp.unlink()
+    chunks = chunk_problems(bench.problems, settings.chunk_size)
+    stored = {i: c for i in range(len(chunks))
+              if (c := _read_chunk(chunk_dir, i, chunks[i], n)) is not None}
+    before = sum(len(c["samples"]) for c in stored.values())
+    if resuming and before:
+        log.info("%s: resuming, %d of %d samples already done", bench.name, before,
+                 len(bench.problems) * n)
+    missing = [i for i in range(len(chunks)) if i not in stored]
+    gen = get_generator() if missing else None  # load before the bar starts its clock
+    bar = tqdm(total=len(bench.problems) * n, initial=before, desc=bench.name, unit="sample",
+               disable=not progress, dynamic_ncols=True)
+    computed = 0
+    for i in missing:
+        t0 = time.perf_counter()
+        records = sample_chunk(gen, chunks[i], settings.sampling, benchmark=bench.name,
+                               prompt_template=settings.prompt_template,
+                               verify_mode=settings.verify_mode,
+                               verify_timeout_s=settings.verify_timeout_s,
+                               on_samples=bar.update)
+        stored[i] = {"chunk": i, "problem_ids": [p.id for p in chunks[i]],
+                     "compute_time_s": time.perf_counter() - t0,
+                     "samples": [asdict(r) for r in records]}
+        _write_atomic(chunk_dir / f"{i:05d}.json", json.dumps(stored[i]))
+        computed += len(records)
+    bar.close()
+    samples = [_record(r, str(chunk_dir)) for i in range(len(chunks))
+               for r in stored[i]["samples"]]
+    seconds = sum(c["compute_time_s"] for c in stored.values())
+    # samples file first, then the marker: a kill in between leaves the chunks to merge again
+    _write_atomic(samples_path, _to_jsonl(samples))
+    _write_atomic(done_path, json.dumps({"num_samples": len(samples), "compute_time_s": seconds}))
+    shutil.rmtree(chunk_dir)
+    return _Done(samples, computed, before, seconds)
 
 
 def _read_chunk(chunk_dir: Path, i: int, problems: Sequence[Problem],
@@ -376,78 +408,3 @@ def format_summary(r: RunResult) -> str:
     widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]
     return "\n".join("  ".join(x.ljust(w) for x, w in zip(row, widths, strict=True)).rstrip()
                      for row in [head, *rows])
-
-
-# ------------------------------------------------------------------ comparison
-
-@dataclass(frozen=True)
-class Comparison:
-    """Runs x benchmarks (percent), plus each run's average over its own benchmarks."""
-
-    metric: str
-    columns: list[str]
-    rows: list[tuple[str, list[float | None], float]]  # label, value per column, average
-
-
-def _metric_value(entry: dict[str, Any], metric: str) -> float:
-    if metric == "accuracy":
-        return entry["accuracy"]
-    if metric == "majority":
-        return entry["majority_accuracy"]
-    k = metric.removeprefix("pass@")
-    if k not in entry["pass_at_k"]:
-        raise UserError(f"{metric} was not computed in every run (have: "
-                        f"{', '.join('pass@' + x for x in entry['pass_at_k'])})")
-    return entry["pass_at_k"][k]
-
-
-def compare_runs(dirs: Sequence[str | os.PathLike], *, labels: Sequence[str] | None = None,
-                 metric: str = "accuracy") -> Comparison:
-    """The paper-style table from the ``results.json`` of each run folder."""
-    if not (metric in ("accuracy", "majority") or
-            (metric.startswith("pass@") and metric[5:].isdigit())):
-        raise UserError(f"unknown metric '{metric}'; choose accuracy, majority or pass@K")
-    if labels is not None and len(labels) != len(dirs):
-        raise UserError(f"--labels has {len(labels)} names for {len(dirs)} runs")
-    docs = []
-    for d in dirs:
-        path = Path(d) / "results.json"
-        if not path.is_file():
-            raise UserError(f"{d}: no results.json (not a finished cooper eval run; rerun "
-                            "cooper eval with the same settings to finish it)")
-        docs.append(json.loads(path.read_text()))
-    columns: list[str] = []
-    for doc in docs:
-        columns += [b for b in doc["benchmarks"] if b not in columns]
-    names = list(labels) if labels else [Path(d).resolve().name for d in dirs]
-    if not labels and len(set(names)) < len(names):
-        names = [str(d) for d in dirs]
-    rows = []
-    for name, doc in zip(names, docs, strict=True):
-        values = [_metric_value(doc["benchmarks"][c], metric) if c in doc["benchmarks"]
-                  else None for c in columns]
-        own = [v for v in values if v is not None]
-        rows.append((name, [None if v is None else 100 * v for v in values],
-                     100 * sum(own) / len(own)))
-    return Comparison(metric, columns, rows)
-
-
-def comparison_markdown(c: Comparison) -> str:
-    head = ["run", *c.columns, "Avg"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
-    for name, values, avg in c.rows:
-        cells = ["-" if v is None else f"{v:.2f}" for v in values]
-        lines.append("| " + " | ".join([name, *cells, f"{avg:.2f}"]) + " |")
-    if any(None in values for _, values, _ in c.rows):
-        lines.append("\n'-': not evaluated in that run; Avg is over the benchmarks a run has, "
-                     "so such rows are not directly comparable.")
-    return f"{c.metric} (%)\n\n" + "\n".join(lines) + "\n"
-
-
-def comparison_csv(c: Comparison) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["run", *c.columns, "avg"])
-    for name, values, avg in c.rows:
-        w.writerow([name, *("" if v is None else f"{v:.2f}" for v in values), f"{avg:.2f}"])
-    return buf.getvalue()

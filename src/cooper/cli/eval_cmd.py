@@ -139,7 +139,7 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from cooper.eval_run import compare_runs, comparison_csv, comparison_markdown
+    from cooper.eval_compare import compare_runs, comparison_csv, comparison_markdown
 
     labels = [x.strip() for x in args.labels.split(",")] if args.labels else None
     table = compare_runs(args.runs, labels=labels, metric=args.metric)
