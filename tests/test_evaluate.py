@@ -113,6 +113,16 @@ def test_summarize_hand_worked():
         summarize("b", samples, ks=[5])
 
 
+def test_samples_file_round_trip_with_unusual_line_breaks(tmp_path):
+    from cooper.eval_run import _to_jsonl, read_samples
+
+    odd = SampleRecord("b", "p", 0, "q\u2028x", "a\u2029b\x85c\rd\u2028\n\\boxed{1}", "1", "1",
+                       True, "correct", 7, "stop")
+    path = tmp_path / "s.jsonl"
+    path.write_text(_to_jsonl([odd, _rec("p", 1, False, None)]), encoding="utf-8")
+    assert read_samples(path) == [odd, _rec("p", 1, False, None)]
+
+
 # ------------------------------------------------------------------ prompts and chunks
 
 

@@ -186,8 +186,10 @@ def _record(row: dict[str, Any], where: str) -> SampleRecord:
 
 def read_samples(path: Path) -> list[SampleRecord]:
     """The records of a ``samples/NAME.jsonl`` file."""
+    # split on "\n" only: str.splitlines() would also split inside a completion at U+2028,
+    # U+0085 and other line breaks that JSON leaves unescaped
     return [_record(json.loads(line), f"{path}:{i}")
-            for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if line]
+            for i, line in enumerate(path.read_text(encoding="utf-8").split("\n"), 1) if line]
 
 
 def _check_protocol(out: Path, proto: dict[str, Any]) -> bool:
