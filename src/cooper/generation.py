@@ -161,8 +161,11 @@ class HFGenerator:
         enc = self.tokenizer(prompts, return_tensors="pt", padding=True,
                              add_special_tokens=False).to(device)
         greedy = sampling.temperature == 0
+        # repetition_penalty=1.0 overrides a checkpoint's generation_config (some instruct
+        # checkpoints ship a value above 1): sampling follows SamplingConfig only, as with
+        # vLLM, whose explicit SamplingParams do not read generation_config.
         kwargs = dict(max_new_tokens=sampling.max_new_tokens, do_sample=not greedy,
-                      num_return_sequences=sampling.n,
+                      num_return_sequences=sampling.n, repetition_penalty=1.0,
                       pad_token_id=self.tokenizer.pad_token_id)
         if not greedy:
             kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
