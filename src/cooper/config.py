@@ -106,8 +106,8 @@ class RewardConfig:
     """hard wall-clock limit of one verification"""
     score_batch_size: int = 16
     """reward-model scoring batch size"""
-    max_length: int = 1024
-    """reward-model input tokens (the completion's end is always kept)"""
+    max_length: int | None = None
+    """reward-model input tokens (None: what it was trained with; the completion's end is kept)"""
     monitor: bool = True
     """in rule mode, also score with the reward model (weight 0) to log agreement and gap"""
 

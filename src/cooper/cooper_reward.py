@@ -206,6 +206,18 @@ class CooperReward:
             loss = pairwise_loss(lp, ln).item() * len(pos)
         return [loss, float((lp > ln).sum().item())]
 
+    def source_metrics(self) -> dict[str, float]:
+        """Counters of the negative sources that keep any (an endpoint's requests, retries,
+        failures by kind, circuit-breaker state)."""
+        out: dict[str, float] = {}
+        for source in (self.assistant, self.fallback):
+            if source is not None and hasattr(source, "metrics"):
+                out.update(source.metrics())
+        return out
+
     def close(self) -> None:
         if self._executor:
             self._executor.shutdown(wait=True)
+        for source in (self.assistant, self.fallback):
+            if source is not None and hasattr(source, "close"):
+                source.close()

@@ -120,7 +120,7 @@ class Stage2Callback(TrainerCallback):
                 m.update({"rm/loss": st.loss, "rm/pair_acc_before": st.pair_acc_before})
             if st.grad_norm is not None:
                 m["rm/grad_norm"] = st.grad_norm
-            trainer.record(m)
+            trainer.record({**m, **self.cooper.source_metrics()})
         trainer.record({"perf/step": time.perf_counter() - trainer.step_started})
 
 
