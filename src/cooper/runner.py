@@ -142,6 +142,11 @@ def _attach_local_assistant(cfg: TrainConfig, cooper, trainer) -> None:
     from cooper.negatives import LocalAssistant
 
     a = cfg.assistant
+    plugin = getattr(trainer.accelerator.state, "deepspeed_plugin", None)
+    if not a.model and plugin is not None and plugin.zero_stage == 3:
+        raise UserError("with DeepSpeed ZeRO-3 the reference policy is sharded and cannot write "
+                        "negatives: set assistant.backend=endpoint or rewrite, or give the local "
+                        "assistant its own weights with assistant.model=PATH")
     if a.model:
         model = load_causal_lm(a.model, dtype=cfg.policy.dtype).to(trainer.accelerator.device)
         tok = load_tokenizer(a.model)
