@@ -53,7 +53,8 @@ class Stage2Stats:
     grad_norm: float | None
     updated: bool  # the reward model's weights changed
     skipped_nonfinite: bool  # a non-finite loss or gradient norm skipped the step
-    seconds_negatives: float
+    seconds_negatives: float  # the step waited this long for its negatives
+    seconds_negatives_total: float  # the negatives took this long (more when run in background)
     seconds_update: float
 
 
@@ -64,7 +65,7 @@ class _Pending:
     step: int
     positives: list[Rollout]  # this process's share
     total_positives: int
-    negatives: Future | Callable[[], list[NegativeOutcome]]
+    negatives: Future | Callable[[], tuple[list[NegativeOutcome], float]]
     started: float = field(default_factory=time.perf_counter)
 
 
@@ -145,9 +146,12 @@ class CooperReward:
         mine = shard(positives, self.collective.rank, self.collective.world_size)
         seed = self.seed * 1_000_003 + step * 1009 + self.collective.rank
 
-        def job() -> list[NegativeOutcome]:
-            return make_negatives(mine, assistant=self.assistant, fallback=self.fallback,
-                                  verify=self.verify, max_attempts=self.max_attempts, seed=seed)
+        def job() -> tuple[list[NegativeOutcome], float]:
+            t = time.perf_counter()
+            outcomes = make_negatives(mine, assistant=self.assistant, fallback=self.fallback,
+                                      verify=self.verify, max_attempts=self.max_attempts,
+                                      seed=seed)
+            return outcomes, time.perf_counter() - t
 
         # an endpoint assistant works in the background while the policy updates
         negatives = self._executor.submit(job) if self._executor else job
@@ -163,9 +167,10 @@ class CooperReward:
         c = self.collective
         # 4. negatives for this process's positives: assistant, verified wrong; else fallback
         t = time.perf_counter()
-        outcomes = (pending.negatives.result() if isinstance(pending.negatives, Future)
-                    else pending.negatives())
-        seconds_negatives = time.perf_counter() - t
+        outcomes, seconds_working = (pending.negatives.result()
+                                     if isinstance(pending.negatives, Future)
+                                     else pending.negatives())
+        seconds_negatives = time.perf_counter() - t  # what the step waited for
         pairs = build_pairs(pending.positives, outcomes)
         local = [len(pairs), sum(o.negative is not None and not o.fallback for o in outcomes),
                  sum(o.fallback for o in outcomes), sum(o.negative is None for o in outcomes)]
@@ -190,7 +195,7 @@ class CooperReward:
                 loss_sum, right = c.sum_floats(self._measure_pairs(pos, neg))
             loss, acc = loss_sum / total_pairs, right / total_pairs
         return Stage2Stats(pending.total_positives, total_pairs, valid, fallback, dropped, loss,
-                           acc, grad_norm, updated, skipped, seconds_negatives,
+                           acc, grad_norm, updated, skipped, seconds_negatives, seconds_working,
                            time.perf_counter() - t)
 
     def _measure_pairs(self, pos, neg) -> list[float]:

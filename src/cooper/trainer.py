@@ -115,7 +115,9 @@ class Stage2Callback(TrainerCallback):
                  "rm/valid_negatives": st.valid_negatives,
                  "rm/fallback_negatives": st.fallback_negatives, "rm/dropped_pairs": st.dropped,
                  "rm/updated": float(st.updated), "rm/skipped_nonfinite": float(st.skipped_nonfinite),
-                 "perf/negatives": st.seconds_negatives, "perf/rm_update": st.seconds_update}
+                 "perf/negatives": st.seconds_negatives,
+                 "perf/negatives_total": st.seconds_negatives_total,
+                 "perf/rm_update": st.seconds_update}
             if st.loss is not None:
                 m.update({"rm/loss": st.loss, "rm/pair_acc_before": st.pair_acc_before})
             if st.grad_norm is not None:
