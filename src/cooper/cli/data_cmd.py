@@ -1,4 +1,4 @@
-"""``cooper data``: inspect datasets (more data commands register here as they land)."""
+"""``cooper data``: inspect datasets; collect and label reward-model data (:mod:`.data_build`)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_model_args(show, help_role="model whose chat template renders --prompt")
     add_field_args(show)
     show.set_defaults(func=_show)
+
+    from cooper.cli import data_build
+
+    data_build.register(dsub)
 
 
 def _show(args: argparse.Namespace) -> int:
