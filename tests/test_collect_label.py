@@ -260,6 +260,22 @@ def test_a_fooled_judge_cannot_make_a_positive_under_the_agree_policy(tmp_path, 
     assert [r["label"] for r in read(labelled)] == [True] * 10
 
 
+def test_a_label_rerun_asks_the_judge_again_only_where_it_failed(tmp_path, data):
+    out, labelled = tmp_path / "c.parquet", tmp_path / "l.parquet"
+    with OpenAIServer(both) as server:
+        specs = parse_specs(f"toy=api:toy-model@{server.url}")
+        collect(problems(data, 6), specs, SAMPLING, out, endpoint=limits())
+        server.reset()
+        server.fail_next("http_500", 3)
+        first = label(out, labelled, endpoint_judge(server.url))
+        assert first.judge_votes["failed"] == 3 and first.dropped["judge_failed"] == 3
+        assert first.failures == {"judge:http_5xx": 3}
+        server.reset()
+        second = label(out, labelled, endpoint_judge(server.url))
+    assert len(server.requests) == 3
+    assert "failed" not in second.judge_votes and second.kept == 12 and second.agreement_rate == 1
+
+
 @pytest.mark.parametrize("policy, row, expected", [
     ("agree", dict(verifier_vote="yes", judge_vote="yes"), (True, None)),
     ("agree", dict(verifier_vote="no", judge_vote="no"), (False, None)),

@@ -248,3 +248,20 @@ def test_bad_settings_raise_a_user_error(bad):
     with pytest.raises(UserError) as e:
         EndpointConfig(**kw)
     assert "sk-this" not in str(e.value)
+
+
+def test_close_cancels_requests_in_flight_instead_of_hanging(server):
+    server.slow_s = 5
+    server.fail_next("slow")
+    ep = Endpoint(fast(server.url, timeout_s=10))
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(ep.chat, HI)
+        while not server.requests:
+            time.sleep(0.01)
+        t0 = time.monotonic()
+        ep.close()
+        with pytest.raises(BaseException) as e:
+            pending.result(timeout=5)
+    assert type(e.value).__name__ == "CancelledError" and time.monotonic() - t0 < 3
+    assert ep.chat(HI).ok  # usable again after close
+    ep.close()

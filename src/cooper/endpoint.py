@@ -301,18 +301,32 @@ class Endpoint:
         return await asyncio.wrap_future(self._submit(coro))
 
     def close(self) -> None:
-        """Close connections and stop the loop thread (the endpoint can be used again after)."""
+        """Close connections and stop the loop thread (the endpoint can be used again after).
+
+        Requests still in flight are cancelled, so no caller blocks forever on a loop that
+        stopped: their ``chat`` raises ``CancelledError``.
+        """
         with self._start_lock:
             loop, thread = self._loop, self._thread
             self._loop = self._thread = None
         if loop is None or thread is None:
             return
-        if self._client is not None:
-            asyncio.run_coroutine_threadsafe(self._client.close(), loop).result(timeout=10)
+
+        async def shutdown() -> None:
+            others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in others:
+                t.cancel()
+            await asyncio.gather(*others, return_exceptions=True)
+            if self._client is not None:
+                await self._client.close()
+
+        try:
+            asyncio.run_coroutine_threadsafe(shutdown(), loop).result(timeout=10)
+        finally:
             self._client = None
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
-        loop.close()
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=10)
+            loop.close()
 
     def __enter__(self) -> Endpoint:
         return self

@@ -16,8 +16,9 @@ Outputs: ``OUT`` holds the kept rows, trainable by ``cooper rm train`` as is (``
 ``reference``, ``completion``, ``label``, ``id``, ``source``); ``OUT.dropped.parquet`` holds
 every other row with its ``drop_reason``; ``OUT.stats.json`` the statistics
 (:class:`LabelStats`). Both votes and the judge's reply stay on every row. The votes are
-committed in chunks (:mod:`cooper.chunks`), so a rerun skips rows already voted on; the policy
-is applied when the files are assembled, so rerunning with another ``--policy`` costs nothing.
+committed in chunks (:mod:`cooper.chunks`), so a rerun skips rows already voted on (rows whose
+judge request failed or whose verification timed out are asked again); the policy is applied
+when the files are assembled, so rerunning with another ``--policy`` costs nothing.
 """
 
 from __future__ import annotations
@@ -197,7 +198,10 @@ def label(in_path: str | os.PathLike, out: str | os.PathLike, judge: Judge | Non
         if r["row"] >= len(rows) or rows[r["row"]]["id"] != r["id"]:
             raise UserError(f"{out} was labelled from a different input (row {r['row']} does "
                             f"not match {in_path}); use another --out")
-    todo = [r for r in rows if (r["row"],) not in existing]
+    # a failed judge request or a verifier timeout is not a vote: ask again on a rerun
+    todo = [r for r in rows if (r["row"],) not in existing
+            or existing[(r["row"],)]["judge_vote"] == "failed"
+            or existing[(r["row"],)]["verifier_reason"] == "timeout"]
     if existing:
         log.info("resuming %s: %d of %d row(s) already voted on", out, len(existing), len(rows))
     for start in range(0, len(todo), chunk_rows):
