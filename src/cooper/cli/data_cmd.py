@@ -1,4 +1,5 @@
-"""``cooper data``: inspect datasets; collect and label reward-model data (:mod:`.data_build`)."""
+"""``cooper data``: inspect datasets, perturbed triples; collect and label reward-model data
+(:mod:`.data_build`)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_model_args(show, help_role="model whose chat template renders --prompt")
     add_field_args(show)
     show.set_defaults(func=_show)
+
+    pert = dsub.add_parser(
+        "perturbed", help="labelled triples: gold solutions (1) and the same with a wrong "
+                          "final answer (0)",
+        description="Write a balanced .jsonl of reward-model triples (question, reference, "
+                    "completion, label, id, source): for N/2 problems drawn with --seed, the "
+                    "gold worked solution (label 1) and a copy whose final answer was changed "
+                    "consistently everywhere it is stated (label 0). Gold solutions are checked "
+                    "with the verifier first; problems that fail or cannot be perturbed are "
+                    "skipped and counted. SVAMP's equation is turned into a one-line solution; "
+                    "local files need --solution-field.")
+    pert.add_argument("--dataset", required=True,
+                      help="gsm8k, svamp, math500, or a .jsonl/.json/.parquet file")
+    pert.add_argument("--split", default=None, help="split of a bundled dataset (default: test)")
+    pert.add_argument("--n", type=int, required=True,
+                      help="number of triples to write (even: half gold, half perturbed)")
+    pert.add_argument("--out", required=True, help="output .jsonl file")
+    pert.add_argument("--seed", type=int, default=0, help="sampling seed (default: %(default)s)")
+    pert.add_argument("--solution-field", default=None,
+                      help="column of a local file with the worked solution")
+    add_field_args(pert)
+    pert.set_defaults(func=_perturbed)
 
     from cooper.cli import data_build
 
@@ -57,4 +80,53 @@ def _show(args: argparse.Namespace) -> int:
     if problems.skipped:
         print(f"skipped {len(problems.skipped)} bad row(s); first: "
               f"{problems.skipped[0].where}: {problems.skipped[0].reason}")
+    return 0
+
+
+def _perturbed(args: argparse.Namespace) -> int:
+    import random
+    from dataclasses import replace
+    from pathlib import Path
+
+    from cooper.data import is_local_file, load_problems
+    from cooper.errors import UserError
+    from cooper.perturb import perturbed_triples
+
+    if args.n < 2 or args.n % 2:
+        raise UserError(f"--n must be a positive even number (gold and perturbed come in "
+                        f"pairs), got {args.n}")
+    fields = fields_from_args(args)
+    if args.solution_field:
+        if not is_local_file(args.dataset):
+            raise UserError("--solution-field is for local files; bundled datasets know "
+                            "their solution column")
+        fields = replace(fields, solution=args.solution_field)
+    problems = load_problems(args.dataset, args.split, fields=fields, skip_bad=args.skip_bad,
+                             max_row_bytes=args.max_row_bytes)
+    if not any(p.solution for p in problems):
+        raise UserError(f"{problems.name} has no worked solutions to perturb; for a local "
+                        "file pass --solution-field COLUMN (or an --answer-field holding "
+                        "GSM8K-style '#### n' solutions)")
+    if args.n > 2 * len(problems):
+        raise UserError(f"{problems.name} has {len(problems)} problems, so at most "
+                        f"{2 * len(problems)} triples; lower --n")
+    triples, skipped = perturbed_triples(problems, args.n, random.Random(args.seed))
+    if skipped:
+        reasons: dict[str, int] = {}
+        for s in skipped:
+            reasons[s.reason] = reasons.get(s.reason, 0) + 1
+        print(f"skipped {len(skipped)} problem(s): "
+              + ", ".join(f"{k}: {n}" for k, n in sorted(reasons.items())))
+    if len(triples) < args.n:
+        raise UserError(f"only {len(triples)} of the {args.n} triples could be made from "
+                        f"{problems.name}; lower --n or use a larger split")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        for t in triples:
+            f.write(json.dumps(t.to_json(), ensure_ascii=False) + "\n")
+    tmp.replace(out)
+    print(f"wrote {len(triples)} triples ({len(triples) // 2} gold, {len(triples) // 2} "
+          f"perturbed) from {problems.name} to {out}")
     return 0
