@@ -260,7 +260,8 @@ def test_a_fooled_judge_cannot_make_a_positive_under_the_agree_policy(tmp_path, 
     assert [r["label"] for r in read(labelled)] == [True] * 10
 
 
-def test_a_label_rerun_asks_the_judge_again_only_where_it_failed(tmp_path, data):
+def label_with_three_judge_failures_then_rerun(tmp_path, data):
+    """Collect 12 rows, label them while 3 judge requests fail, label again."""
     out, labelled = tmp_path / "c.parquet", tmp_path / "l.parquet"
     with OpenAIServer(both) as server:
         specs = parse_specs(f"toy=api:toy-model@{server.url}")
@@ -274,6 +275,19 @@ def test_a_label_rerun_asks_the_judge_again_only_where_it_failed(tmp_path, data)
         second = label(out, labelled, endpoint_judge(server.url))
     assert len(server.requests) == 3
     assert "failed" not in second.judge_votes and second.kept == 12 and second.agreement_rate == 1
+    return labelled
+
+
+def test_a_label_rerun_asks_again_where_the_judge_failed_and_the_output_trains_an_rm(
+        tmp_path, data, tiny_models):
+    labelled = label_with_three_judge_failures_then_rerun(tmp_path, data)
+    # the kept rows train with `cooper rm train` as they are
+    kept = read(labelled)
+    assert {r["label"] for r in kept} == {True, False}
+    proc = run_cli("rm", "train", "--data", labelled, "--base", tiny_models.policy, "--out",
+                   tmp_path / "rm", "--epochs", "1", "--batch-size", "12", "--holdout", "0",
+                   "--max-length", "256", "--no-progress")
+    assert "saved reward model" in proc.stdout and "12" in proc.stdout
 
 
 @pytest.mark.parametrize("policy, row, expected", [

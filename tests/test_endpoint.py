@@ -197,7 +197,10 @@ def test_blocking_calls_work_from_threads_and_inside_a_running_event_loop(server
             texts = list(pool.map(lambda i: ep.chat([{"role": "user", "content": str(i)}]).text,
                                   range(8)))
         assert texts == [f"you said: {i}" for i in range(8)]
-        assert ep.stats.requests == 10
+        # submit returns at once; the caller collects later
+        futures = [ep.submit([{"role": "user", "content": f"f{i}"}]) for i in range(3)]
+        assert [f.result(timeout=5).text for f in futures] == [f"you said: f{i}" for i in range(3)]
+        assert ep.stats.requests == 13
 
 
 def test_generator_protocol_seeds_samples_and_lists_failures(server):

@@ -85,13 +85,22 @@ def test_generating_judge_over_an_endpoint_counts_unparsed_and_failed():
     assert sent.messages[0]["role"] == "system" and "untrusted" in sent.messages[0]["content"]
 
 
-def test_choice_judge_on_a_local_model_always_parses_and_ignores_batching(tiny_models):
+@pytest.mark.parametrize("answers", [(" YES", " NO"), ("YES", "NO")])
+def test_choice_judge_on_a_local_model_always_parses_and_ignores_batching(tiny_models, answers):
+    # the character-level tokenizer: " YES"/" NO" share their first token (two sequences are
+    # scored per item), "YES"/"NO" do not (one pass over the prompt decides)
     gen = HFGenerator.load(str(tiny_models.policy))
     items = [JudgeItem("1+1?", "2", "\\boxed{2}"),
              JudgeItem("a much longer question " * 5, "7", "steps " * 30 + "\\boxed{7}"),
              JudgeItem("q", "1", "")]
-    one_by_one = [ChoiceJudge(gen, batch_size=1).judge([it])[0] for it in items]
-    batched = ChoiceJudge(gen, batch_size=3).judge(items)
+
+    def judge(batch_size):
+        j = ChoiceJudge(gen, batch_size=batch_size)
+        j.answers = answers
+        return j
+
+    one_by_one = [judge(1).judge([it])[0] for it in items]
+    batched = judge(2).judge(items)
     for a, b in zip(one_by_one, batched, strict=True):
         assert a.verdict in ("yes", "no") and a.verdict == b.verdict
         assert 0 < a.p_yes < 1 and a.p_yes == pytest.approx(b.p_yes, abs=1e-4)

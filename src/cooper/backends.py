@@ -96,6 +96,9 @@ class LocalOptions:
     batch_size: int = 16
     trust_remote_code: bool = False
     dtype: str | None = None
+    # CPU threads for torch (None: torch's default, one per core). On a small or shared CPU, 1
+    # can be several times faster: a busy core stalls every multi-threaded matmul
+    threads: int | None = None
 
 
 def endpoint_config(spec: BackendSpec, base: EndpointConfig | None = None,
@@ -123,6 +126,10 @@ def open_generator(spec: BackendSpec, *, local: LocalOptions | None = None,
     from cooper.generation import HFGenerator
 
     local = local or LocalOptions()
+    if local.threads is not None:
+        import torch
+
+        torch.set_num_threads(local.threads)
     gen = HFGenerator.load(spec.model, trust_remote_code=local.trust_remote_code,
                            batch_size=local.batch_size, dtype=local.dtype)
     gen.name = spec.label

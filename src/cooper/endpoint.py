@@ -26,7 +26,9 @@ so retries could not be counted, and it knows no circuit breaker.
 All HTTP runs on one private event loop in a daemon thread owned by the :class:`Endpoint`.
 The blocking methods (:meth:`Endpoint.chat`, :meth:`Endpoint.chat_many`) therefore work from
 any thread, including one whose event loop is already running (the "event loop is already
-running" trap of ``asyncio.run``), and :meth:`Endpoint.achat` works from any event loop.
+running" trap of ``asyncio.run``); :meth:`Endpoint.submit` starts a request and returns a
+``concurrent.futures.Future`` at once, so a caller (a training step) can overlap requests with
+its own work; and :meth:`Endpoint.achat` works from any event loop.
 One loop also means one concurrency limit and one breaker per endpoint, whoever calls it.
 """
 
@@ -272,6 +274,13 @@ class Endpoint:
              seed: int | None = None) -> ChatResult:
         """Blocking: one chat request, from any thread."""
         return self._submit(self._chat(messages, temperature, top_p, max_tokens, seed)).result()
+
+    def submit(self, messages: Messages, *, temperature: float | None = None,
+               top_p: float | None = None, max_tokens: int | None = None,
+               seed: int | None = None) -> concurrent.futures.Future[ChatResult]:
+        """Non-blocking: start one request now and return a Future of its ChatResult (so a
+        caller can overlap requests with its own work and collect them later)."""
+        return self._submit(self._chat(messages, temperature, top_p, max_tokens, seed))
 
     def chat_many(self, conversations: Sequence[Messages], *, temperature: float | None = None,
                   top_p: float | None = None, max_tokens: int | None = None,

@@ -20,7 +20,7 @@ Two ways to run it (:func:`make_judge`):
 - ``generate`` (endpoints and local models): the judge writes a reply, which is parsed.
 - ``choice`` (local models only): the reply is prefilled with ``VERDICT:`` and the model's
   log-probabilities of `` YES`` and `` NO`` are compared, so the verdict always parses and costs
-  two forward passes instead of a generation. Meant for small local judges on CPU, which
+  one forward pass instead of a generation (two when both words start with the same token). Meant for small local judges on CPU, which
   rarely follow the output format when asked to write freely.
 """
 
@@ -163,6 +163,7 @@ class ChoiceJudge:
     """A local model's preference between ``VERDICT: YES`` and ``VERDICT: NO`` (see module)."""
 
     mode = "choice"
+    answers = (" YES", " NO")  # what may follow "VERDICT:", as the model would write it
 
     def __init__(self, generator: HFGenerator, *, max_chars: int = 6000, batch_size: int = 8):
         self.model, self.tokenizer = generator.model, generator.tokenizer
@@ -182,44 +183,60 @@ class ChoiceJudge:
         return render_messages(self.tokenizer, msgs) + MARKER
 
     def judge(self, items: Sequence[JudgeItem], *, progress: bool = False) -> list[JudgeVerdict]:
-        import torch
         from tqdm.auto import tqdm
 
         tok = self.tokenizer
-        options = [tok(" YES", add_special_tokens=False)["input_ids"],
-                   tok(" NO", add_special_tokens=False)["input_ids"]]
-        device = next(self.model.parameters()).device
-        out: list[JudgeVerdict] = []
-        for start in tqdm(range(0, len(items), self.batch_size), desc=f"judge ({self.name})",
+        options = [tok(a, add_special_tokens=False)["input_ids"] for a in self.answers]
+        prompts = [tok(self._prompt(it), add_special_tokens=False)["input_ids"] for it in items]
+        # longest first, so a batch holds prompts of similar length (little padding)
+        order = sorted(range(len(items)), key=lambda i: -len(prompts[i]))
+        scores: list[tuple[float, float] | None] = [None] * len(items)
+        for start in tqdm(range(0, len(order), self.batch_size), desc=f"judge ({self.name})",
                           disable=not progress):
-            batch = items[start:start + self.batch_size]
-            prompts = [tok(self._prompt(it), add_special_tokens=False)["input_ids"] for it in batch]
-            seqs = [p + o for p in prompts for o in options]  # [2B] each prompt + YES / + NO
-            width = max(map(len, seqs))
-            keep = max(map(len, options)) + 1  # logits of the last positions only: [2B, keep, V]
-            ids = torch.tensor([[tok.pad_token_id] * (width - len(s)) + s for s in seqs],
-                               device=device)
-            mask = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in seqs],
-                                device=device)
-            # left padding: positions must count real tokens only, or the score would depend
-            # on how much padding the batch needed
-            positions = (mask.cumsum(-1) - 1).clamp(min=0)
-            with torch.inference_mode():
-                logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                                    logits_to_keep=keep).logits.float()
-            logp = torch.log_softmax(logits, dim=-1)  # logp[:, j] predicts ids[:, width-keep+j+1]
-            scores = []
-            for row in range(len(seqs)):
-                n = len(options[row % 2])
-                j = torch.arange(keep - 1 - n, keep - 1, device=device)
-                scores.append(logp[row, j, ids[row, width - n:]].sum().item())
-            for b in range(len(batch)):
-                yes, no = scores[2 * b], scores[2 * b + 1]
-                word = "YES" if yes > no else "NO"
-                text = f"{MARKER} {word}"
-                out.append(JudgeVerdict(parse_verdict(text), text, None,
-                                        1.0 / (1.0 + math.exp(min(50.0, no - yes)))))
+            idx = order[start:start + self.batch_size]
+            for i, sc in zip(idx, self._score([prompts[i] for i in idx], options), strict=True):
+                scores[i] = sc
+        out = []
+        for yes, no in scores:  # type: ignore[misc]
+            text = f"{MARKER} {'YES' if yes > no else 'NO'}"
+            out.append(JudgeVerdict(parse_verdict(text), text, None,
+                                    1.0 / (1.0 + math.exp(min(50.0, no - yes)))))
         return out
+
+    def _score(self, prompts: list[list[int]], options: list[list[int]]
+               ) -> list[tuple[float, float]]:
+        """(log P(YES), log P(NO)) after each prompt.
+
+        When the two answers start with different tokens (one token each in most vocabularies)
+        one forward pass over the prompt decides: the first token settles the verdict. Otherwise
+        both full continuations are scored, two sequences per prompt.
+        """
+        import torch
+
+        single = options[0][0] != options[1][0]
+        seqs = prompts if single else [p + o for p in prompts for o in options]
+        keep = 1 if single else max(map(len, options)) + 1  # logits kept: [S, keep, V]
+        width = max(map(len, seqs))
+        device = next(self.model.parameters()).device
+        ids = torch.tensor([[self.tokenizer.pad_token_id] * (width - len(s)) + s for s in seqs],
+                           device=device)
+        mask = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in seqs], device=device)
+        # left padding: positions count real tokens only, or a score would depend on how much
+        # padding its batch needed
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        with torch.inference_mode():
+            logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                                logits_to_keep=keep).logits.float()
+        logp = torch.log_softmax(logits, dim=-1)  # logp[:, j] predicts ids[:, width-keep+j+1]
+        if single:
+            return [(logp[r, -1, options[0][0]].item(), logp[r, -1, options[1][0]].item())
+                    for r in range(len(seqs))]
+        totals = []
+        for r in range(len(seqs)):
+            n = len(options[r % 2])
+            j = torch.arange(keep - 1 - n, keep - 1, device=device)
+            totals.append(logp[r, j, ids[r, width - n:]].sum().item())
+        return [(totals[2 * b], totals[2 * b + 1]) for b in range(len(prompts))]
 
 
 def make_judge(generator: Generator, *, mode: str = "generate", max_tokens: int = 512,

@@ -71,6 +71,9 @@ def add_local_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--batch-size", type=int, default=16,
                    help="sequences per generation batch (default: %(default)s)")
     g.add_argument("--dtype", default=None, help="e.g. float32, bfloat16 (default: the model's)")
+    g.add_argument("--threads", type=int, default=None,
+                   help="CPU threads for torch (default: one per core). On a small or busy CPU, "
+                        "--threads 1 can be several times faster")
     if not any(a.dest == "trust_remote_code" for a in p._actions):
         g.add_argument("--trust-remote-code", action="store_true",
                        help="allow a checkpoint to run its own Python code (off by default)")
@@ -78,6 +81,9 @@ def add_local_args(p: argparse.ArgumentParser) -> None:
 
 def local_options_from_args(args: argparse.Namespace):
     from cooper.backends import LocalOptions
+    from cooper.errors import UserError
 
+    if args.threads is not None and args.threads < 1:
+        raise UserError(f"--threads must be >= 1, got {args.threads}")
     return LocalOptions(batch_size=args.batch_size, trust_remote_code=args.trust_remote_code,
-                        dtype=args.dtype)
+                        dtype=args.dtype, threads=args.threads)
