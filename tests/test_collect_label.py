@@ -334,13 +334,14 @@ def test_embedded_model_as_generator_and_judge(tmp_path):
     """A small offline run of the whole path on the embedded model (a few minutes on CPU)."""
     out, labelled = tmp_path / "c.parquet", tmp_path / "l.parquet"
     run_cli("data", "collect", "--dataset", "gsm8k", "--limit", "2", "--n", "2",
-            "--max-tokens", "24", "--temperature", "0.7", "--top-p", "0.95", "--out", out)
+            "--max-tokens", "24", "--temperature", "0.7", "--top-p", "0.95", "--threads", "1",
+            "--out", out)
     rows = read(out)
     assert len(rows) == 4 and all(r["status"] == "ok" and r["completion"] for r in rows)
     assert {r["generator"] for r in rows} == {"hf:smollm2-135m-instruct"}
     assert all(1 <= r["num_tokens"] <= 24 for r in rows)
     proc = run_cli("data", "label", "--in", out, "--out", labelled, "--judge",
-                   "smollm2-135m-instruct", "--policy", "verifier")
+                   "smollm2-135m-instruct", "--policy", "verifier", "--threads", "1")
     stats = json.loads((tmp_path / "l.stats.json").read_text())
     assert stats["rows"] == 4 and stats["unparsed"] == 0 and "kept" in proc.stdout
     assert sum(stats["judge_votes"].values()) == 4

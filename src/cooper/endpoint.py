@@ -20,7 +20,8 @@ never an exception and never silence. What it does on the way:
   client is built and lives only inside the HTTP client. It is never put in a result, an
   error, a log line or the stats, and any text a server sends back is scrubbed of it.
 
-The OpenAI SDK's own retries are switched off (``max_retries=0``): it would retry invisibly,
+The breaker and the ``Retry-After`` parser live in :mod:`cooper.resilience`. The OpenAI SDK's
+own retries are switched off (``max_retries=0``): it would retry invisibly,
 so retries could not be counted, and it knows no circuit breaker.
 
 All HTTP runs on one private event loop in a daemon thread owned by the :class:`Endpoint`.
@@ -36,14 +37,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import email.utils
 import json
 import logging
-import math
 import os
 import random
 import threading
-import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -51,6 +49,7 @@ from typing import Any
 
 from cooper.errors import UserError
 from cooper.generation import Generation, Messages, SamplingConfig
+from cooper.resilience import CircuitBreaker, parse_retry_after
 
 log = logging.getLogger(__name__)
 
@@ -147,72 +146,6 @@ class EndpointStats:
         out.update({f"{prefix}/attempt_failures/{k}": v
                     for k, v in sorted(self.attempt_failures.items())})
         return out
-
-
-class CircuitBreaker:
-    """Closed -> (K consecutive failures) -> open -> (cooldown) -> one probe -> closed or open.
-
-    Pure bookkeeping with an injectable clock; used only from the endpoint's loop thread.
-    """
-
-    def __init__(self, threshold: int, cooldown_s: float, clock=time.monotonic):
-        self.threshold, self.cooldown_s, self.clock = threshold, cooldown_s, clock
-        self.consecutive = 0
-        self.open_until: float | None = None  # set while open or half-open
-        self.probing = False  # a probe is in flight (half-open)
-        self.opened = self.probes = 0
-
-    @property
-    def state(self) -> str:
-        if self.open_until is None:
-            return "closed"
-        return "half_open" if self.probing or self.clock() >= self.open_until else "open"
-
-    def allow(self) -> bool:
-        """May an attempt go out now? (Taking the half-open slot makes it the probe.)"""
-        if self.open_until is None:
-            return True
-        if self.probing or self.clock() < self.open_until:
-            return False
-        self.probing = True
-        self.probes += 1
-        return True
-
-    def record(self, reachable: bool) -> None:
-        """The outcome of an allowed attempt: did the server answer at all?"""
-        if reachable:
-            self.consecutive, self.open_until, self.probing = 0, None, False
-            return
-        self.consecutive += 1
-        if self.probing or (self.open_until is None and self.consecutive >= self.threshold):
-            self.open_until = self.clock() + self.cooldown_s
-            self.probing = False
-            self.opened += 1
-
-    def release_probe(self) -> None:
-        """A probe ended without an outcome (cancelled): let the next attempt probe instead."""
-        self.probing = False
-
-
-def parse_retry_after(headers: Any) -> float | None:
-    """Seconds a server asked us to wait: ``retry-after-ms``, ``Retry-After`` (seconds, decimal
-    allowed, or an HTTP date); None when absent or unreadable."""
-    for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            seconds = float(value) * scale
-        except ValueError:
-            if name == "retry-after-ms":
-                continue
-            try:
-                when = email.utils.parsedate_to_datetime(value)
-            except (TypeError, ValueError):
-                return None
-            return max(0.0, when.timestamp() - time.time())
-        return seconds if math.isfinite(seconds) and seconds >= 0 else None
-    return None
 
 
 def _parse_completion(body: str) -> tuple[str, str | None, int | None]:
