@@ -10,7 +10,7 @@ Grammar of one spec (several are joined with commas in ``--generators``)::
 
 Examples: ``smollm2-135m-instruct``, ``hf:./ckpt/policy``,
 ``qwen=api:Qwen/Qwen2.5-1.5B-Instruct@http://127.0.0.1:8000/v1``,
-``gpt=api:gpt-4o-mini@https://api.openai.com/v1#OPENAI_API_KEY``.
+``gpt=api:gpt-4o-mini@https://api.example.com/v1#PROVIDER_API_KEY``.
 
 The label names the backend in output rows; by default it is the spec without ``#KEYVAR``.
 A key is named per endpoint so that one provider's key is never sent to another server. The
