@@ -11,7 +11,8 @@ conversation, in input order. :class:`HFGenerator` runs a Hugging Face model:
   deterministic function of (model, conversations, sampling, batch size) and a resumed job that
   forms the same batches reproduces the same samples.
 
-Other backends (vLLM, OpenAI-compatible endpoints) implement the same protocol elsewhere.
+Other backends implement the same protocol elsewhere (OpenAI-compatible endpoints:
+:class:`cooper.endpoint.EndpointGenerator`).
 """
 
 from __future__ import annotations
@@ -57,7 +58,11 @@ class Generation:
 
     text: str
     num_tokens: int  # generated tokens, the end-of-sequence token included, padding excluded
-    finish_reason: str  # "stop" (end-of-sequence) or "length" (hit max_new_tokens)
+    finish_reason: str  # "stop" (end-of-sequence), "length" (hit max_new_tokens) or "error"
+    # Served backends only: requests it took (retries included), and why there is no text
+    # ("kind: reason") when the request failed, so callers can list the failure, not lose it.
+    attempts: int = 1
+    failure: str | None = None
 
 
 class Generator(Protocol):
