@@ -3,6 +3,7 @@ hostile input, threads, several processes, and clean shutdown."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -211,8 +212,6 @@ def test_two_processes_verify_at_once():
                               stderr=subprocess.PIPE, text=True, env=cli_env())
              for _ in range(2)]
     outs = [p.communicate(timeout=120) for p in procs]
-    import json
-
     pids = []
     for p, (out, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err[-2000:]

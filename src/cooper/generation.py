@@ -9,8 +9,7 @@ conversation, in input order. :class:`HFGenerator` runs a Hugging Face model:
   little compute goes to padding; results are put back in input order;
 - every batch is seeded from ``sampling.seed`` and the batch's own prompts, so the output is a
   deterministic function of (model, conversations, sampling, batch size) and a resumed job that
-  forms the same batches reproduces the same samples.
-
+  forms the same batches reproduces the same samples;
 - ``on_samples`` (optional) is called with the number of samples each finished batch brought,
   so a caller can drive one progress bar over many calls.
 
@@ -20,7 +19,8 @@ both backends see identical prompts), and seeds every request from ``sampling.se
 own prompt, so its samples do not depend on how requests were batched. Greedy outputs of the
 two backends agree up to the numerics of their kernels.
 
-Other backends (OpenAI-compatible endpoints) implement the same protocol elsewhere.
+Other backends implement the same protocol elsewhere (OpenAI-compatible endpoints:
+:class:`cooper.endpoint.EndpointGenerator`).
 """
 
 from __future__ import annotations
@@ -67,7 +67,11 @@ class Generation:
 
     text: str
     num_tokens: int  # generated tokens, the end-of-sequence token included, padding excluded
-    finish_reason: str  # "stop" (end-of-sequence) or "length" (hit max_new_tokens)
+    finish_reason: str  # "stop" (end-of-sequence), "length" (hit max_new_tokens) or "error"
+    # Served backends only: requests it took (retries included), and why there is no text
+    # ("kind: reason") when the request failed, so callers can list the failure, not lose it.
+    attempts: int = 1
+    failure: str | None = None
 
 
 class Generator(Protocol):

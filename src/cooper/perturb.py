@@ -56,7 +56,8 @@ def _new_integer(n: int, rng: random.Random) -> int:
                   n + 10 * rng.randint(1, 3)]
     if abs(n) >= 4:
         candidates.append(n // 2)
-    candidates = [c for c in candidates if c != n and (c > 0 or n <= 0)]
+    # a positive answer stays positive (a count of apples), zero goes up, negatives are free
+    candidates = [c for c in candidates if c != n and (c > 0 or n < 0)]
     return rng.choice(candidates)
 
 

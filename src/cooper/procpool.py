@@ -24,8 +24,8 @@ Design points:
 * **Deadline.** A call's deadline counts from the moment it is handed to a worker, so calls
   queued behind others are not charged for waiting.
 * **Memory.** ``memory_limit_mb`` caps each worker's address space (``RLIMIT_AS``), so an answer
-  such as ``10^{10^{10}}`` ends in a ``MemoryError`` inside the worker instead of swapping the
-  machine.
+  that makes sympy build a gigantic number ends in a ``MemoryError`` inside the worker (or is
+  killed at its deadline first) instead of swapping the machine.
 * **Exit, crashes, fork.** The zygote reaps every worker it forked; when its socket to the pool
   closes (:meth:`ProcessPool.close`, interpreter exit through :func:`weakref.finalize`, or the
   caller being SIGKILLed) it kills its workers, reaps them and exits, and ``close()`` reaps the
@@ -39,15 +39,12 @@ from __future__ import annotations
 import logging
 import os
 import pickle
-import select
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import threading
 import time
-import traceback
 import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -55,10 +52,11 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from cooper.zygote import PID
+
 log = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 120.0  # a zygote or worker not ready by then is broken, not slow
-_PID = struct.Struct("q")
 
 
 @dataclass(frozen=True)
@@ -74,100 +72,9 @@ class WorkerStartError(RuntimeError):
     """The zygote or a worker died or hung before it was ready (broken install, memory limit)."""
 
 
-# ------------------------------------------------------------------ inside the worker processes
-
-def _worker_loop(fd: int, memory_limit_mb: int | None) -> None:
-    """A forked worker: run ``(fn, args)`` requests until ``None`` or EOF."""
-    if memory_limit_mb:
-        import resource
-
-        limit = memory_limit_mb * 2**20
-        try:
-            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-        except (ValueError, OSError):  # the hard limit is already lower: keep it
-            pass
-    conn = Connection(fd)
-    conn.send(("ready", os.getpid()))
-    while True:
-        try:
-            request = conn.recv()
-        except (EOFError, OSError):  # the pool is gone
-            return
-        if request is None:
-            return
-        fn, args = request
-        try:
-            reply: tuple[str, Any] = ("ok", fn(*args))
-        except MemoryError:
-            reply = ("error", "MemoryError: over the worker memory limit")
-        except BaseException as e:  # noqa: BLE001 - anything a hostile input provokes
-            reply = ("error", f"{type(e).__name__}: {str(e)[:300]}")
-        try:
-            conn.send(reply)
-        except Exception as e:  # an unpicklable result
-            conn.send(("error", f"unpicklable result: {type(e).__name__}"))
-
-
-def zygote_main(fd: int, memory_limit_mb: int | None, initializer_hex: str) -> None:
-    """The zygote process: initialise once, then fork a worker per request (one byte plus the
-    worker's socket fd in); reply with its pid. Started by :class:`ProcessPool`."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    sock = socket.socket(fileno=fd)
-    if initializer_hex:
-        pickle.loads(bytes.fromhex(initializer_hex))()
-    sock.sendall(_PID.pack(os.getpid()))  # ready
-    children: set[int] = set()
-    try:
-        while True:
-            readable, _, _ = select.select([sock], [], [], 0.5)
-            _reap(children)
-            if not readable:
-                continue
-            msg, fds, _, _ = socket.recv_fds(sock, 1, 1)
-            if not msg:  # EOF: the pool closed or its process died
-                return
-            if not fds:
-                continue
-            pid = os.fork()
-            if pid == 0:
-                sock.close()
-                code = 0
-                try:
-                    _worker_loop(fds[0], memory_limit_mb)
-                except BaseException:  # noqa: BLE001
-                    traceback.print_exc()
-                    code = 1
-                finally:
-                    os._exit(code)  # never run the zygote's own cleanup in a worker
-            os.close(fds[0])
-            children.add(pid)
-            sock.sendall(_PID.pack(pid))
-    finally:
-        for pid in children:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        for pid in children:
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:
-                pass
-
-
-def _reap(children: set[int]) -> None:
-    for pid in list(children):
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            done = pid
-        if done:
-            children.discard(pid)
-
-
 # ------------------------------------------------------------------ in the caller's process
 
-_BOOT = ("import sys; sys.path[:0] = {path!r}; from cooper.procpool import zygote_main; "
+_BOOT = ("import sys; sys.path[:0] = {path!r}; from cooper.zygote import zygote_main; "
          "zygote_main({fd}, {mem!r}, {init!r})")
 
 
@@ -202,8 +109,8 @@ class _State:
             with self.lock:
                 socket.send_fds(self.sock, [b"F"], [theirs.fileno()])
                 data = b""
-                while len(data) < _PID.size:
-                    chunk = self.sock.recv(_PID.size - len(data))
+                while len(data) < PID.size:
+                    chunk = self.sock.recv(PID.size - len(data))
                     if not chunk:
                         raise WorkerStartError(f"the verifier zygote process died (exit code "
                                                f"{self.zygote.poll()})")
@@ -213,7 +120,7 @@ class _State:
             raise WorkerStartError(f"the verifier zygote process is gone ({e})") from e
         finally:
             theirs.close()
-        return _Worker(_PID.unpack(data)[0], Connection(ours.detach()))
+        return _Worker(PID.unpack(data)[0], Connection(ours.detach()))
 
     def shutdown(self) -> None:
         """Let idle workers exit, then close the zygote's socket: it kills and reaps the rest
@@ -253,11 +160,11 @@ def _start_zygote(memory_limit_mb: int | None,
         theirs.close()
     ours.settimeout(START_TIMEOUT_S)
     try:
-        ready = ours.recv(_PID.size)
+        ready = ours.recv(PID.size)
     except OSError:
         ready = b""
     ours.settimeout(None)
-    if len(ready) != _PID.size:
+    if len(ready) != PID.size:
         ours.close()
         proc.kill()
         code = proc.wait()
@@ -360,6 +267,14 @@ class ProcessPool:
             st.all.append(fresh)
             st.idle.append(fresh)
             self._cond.notify()
+
+    def start(self) -> None:
+        """Start the zygote and every worker now and wait until they are ready, instead of on
+        the first call (which would otherwise pay the ~1-3 s start-up)."""
+        workers = [self._acquire(block=True) for _ in range(self.size)]
+        for w in workers:
+            if w is not None:
+                self._release(w)
 
     def close(self) -> None:
         """Stop and reap every process. Safe to call twice; the pool cannot be used after."""

@@ -297,6 +297,16 @@ class Verifier:
         self.stats.add(**counts)
         return verdicts  # type: ignore[return-value]
 
+    def clear_cache(self) -> None:
+        """Forget cached verdicts (benchmarks; a changed notion of equivalence)."""
+        self._cache = _LRU(self._cache.size)
+
+    def start(self) -> Verifier:
+        """Start the worker processes now (else on the first check that needs one), so the
+        first real call is not charged their start-up. Returns self."""
+        self._pool.start()
+        return self
+
     def close(self) -> None:
         """Stop the worker processes (they also stop at interpreter exit)."""
         self._pool.close()

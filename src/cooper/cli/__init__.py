@@ -18,7 +18,7 @@ from cooper import __version__
 from cooper.errors import UserError
 
 # Order here is the order in `cooper --help`: the pipeline from data to report.
-GROUPS = ("models_cmd", "data_cmd", "verify_cmd", "eval_cmd", "bench_cmd")
+GROUPS = ("models_cmd", "data_cmd", "verify_cmd", "rm_cmd", "eval_cmd", "bench_cmd")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    if not args.verbose:  # one INFO line per HTTP request would bury the progress lines
+        for name in ("httpx2", "openai"):
+            logging.getLogger(name).setLevel(logging.WARNING)
     try:
         return int(args.func(args) or 0)
     except UserError as e:

@@ -34,3 +34,56 @@ def add_field_args(p: argparse.ArgumentParser) -> None:
 
 def fields_from_args(args: argparse.Namespace) -> Fields:
     return Fields(question=args.question_field, reference=args.answer_field, id=args.id_field)
+
+
+def add_endpoint_args(p: argparse.ArgumentParser) -> None:
+    """Limits shared by every OpenAI-compatible endpoint a command talks to."""
+    g = p.add_argument_group("endpoints (api:MODEL@URL specs)")
+    g.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR",
+                   help="environment variable holding the API key of endpoints whose spec names "
+                        "none (unset: a dummy key, fine for local servers) (default: %(default)s)")
+    g.add_argument("--concurrency", type=int, default=8,
+                   help="requests in flight per endpoint (default: %(default)s)")
+    g.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
+                   help="deadline of one request attempt (default: %(default)s)")
+    g.add_argument("--max-retries", type=int, default=3,
+                   help="further attempts after a transient failure (default: %(default)s)")
+    g.add_argument("--breaker-failures", type=int, default=5, metavar="K",
+                   help="consecutive unanswered attempts after which an endpoint is left alone "
+                        "for --breaker-cooldown seconds (default: %(default)s)")
+    g.add_argument("--breaker-cooldown", type=float, default=30.0, metavar="SECONDS",
+                   help="(default: %(default)s)")
+
+
+def endpoint_base_from_args(args: argparse.Namespace):
+    """The EndpointConfig limits of the command line (URL and model come from each spec)."""
+    from cooper.endpoint import EndpointConfig
+
+    return EndpointConfig(
+        "http://unset", "unset", api_key_env=args.api_key_env, concurrency=args.concurrency,
+        timeout_s=args.timeout, max_retries=args.max_retries,
+        breaker_failures=args.breaker_failures, breaker_cooldown_s=args.breaker_cooldown)
+
+
+def add_local_args(p: argparse.ArgumentParser) -> None:
+    """How local (hf:) models run."""
+    g = p.add_argument_group("local models (hf:MODEL specs)")
+    g.add_argument("--batch-size", type=int, default=16,
+                   help="sequences per generation batch (default: %(default)s)")
+    g.add_argument("--dtype", default=None, help="e.g. float32, bfloat16 (default: the model's)")
+    g.add_argument("--threads", type=int, default=None,
+                   help="CPU threads for torch (default: one per core). On a small or busy CPU, "
+                        "--threads 1 can be several times faster")
+    if not any(a.dest == "trust_remote_code" for a in p._actions):
+        g.add_argument("--trust-remote-code", action="store_true",
+                       help="allow a checkpoint to run its own Python code (off by default)")
+
+
+def local_options_from_args(args: argparse.Namespace):
+    from cooper.backends import LocalOptions
+    from cooper.errors import UserError
+
+    if args.threads is not None and args.threads < 1:
+        raise UserError(f"--threads must be >= 1, got {args.threads}")
+    return LocalOptions(batch_size=args.batch_size, trust_remote_code=args.trust_remote_code,
+                        dtype=args.dtype, threads=args.threads)

@@ -1,4 +1,5 @@
-"""``cooper data``: inspect datasets (more data commands register here as they land)."""
+"""``cooper data``: inspect datasets, perturbed triples; collect and label reward-model data
+(:mod:`.data_build`)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="column of a local file with the worked solution")
     add_field_args(pert)
     pert.set_defaults(func=_perturbed)
+
+    from cooper.cli import data_build
+
+    data_build.register(dsub)
 
 
 def _show(args: argparse.Namespace) -> int:

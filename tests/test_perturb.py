@@ -1,0 +1,130 @@
+"""Rule-based wrong answers: format kept, consistent rewrites, verified wrong, deterministic."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import run_cli
+from cooper.data import Problem, load_problems
+from cooper.extraction import find_answer
+from cooper.perturb import gold_solution, perturbed_triples, rewrite_final_answer, wrong_answer
+from cooper.verifier import Verifier
+
+GSM8K = ("Natalia sold 48/2 = <<48/2=24>>24 clips in May.\n"
+         "Natalia sold 48+24 = <<48+24=72>>72 clips altogether in April and May.\n#### 72")
+
+
+@pytest.fixture(scope="module")
+def verifier():
+    with Verifier(workers=1) as v:
+        yield v
+
+
+@pytest.mark.parametrize("answer, pattern", [
+    ("72", r"^\d+$"), ("1,000", r"^\d{1,3}(,\d{3})+$|^\d{1,3}$"), ("3.5", r"^\d+\.\d$"),
+    ("0.25", r"^\d+\.\d\d$"), ("-4", r"^-?\d+$"), (r"\frac{14}{3}", r"^\\frac\{\d+\}\{\d+\}$"),
+    ("$18", r"^\$\d+$"),
+])
+def test_wrong_answer_keeps_the_format(answer, pattern):
+    for seed in range(20):
+        new = wrong_answer(answer, random.Random(seed))
+        assert new != answer and re.match(pattern, new), (answer, new)
+
+
+def test_wrong_answer_needs_a_digit():
+    assert wrong_answer(r"\pi", random.Random(0)) is None
+    assert wrong_answer(r"\text{Evelyn}", random.Random(0)) is None
+
+
+@settings(max_examples=200)
+@given(n=st.integers(0, 10**9), seed=st.integers(0, 2**32))
+def test_wrong_integer_differs_and_stays_non_negative(n, seed):
+    new = wrong_answer(str(n), random.Random(seed))
+    assert int(new) != n and int(new) >= 0
+
+
+def test_gsm8k_solution_is_rewritten_consistently(verifier):
+    wrong = rewrite_final_answer(GSM8K, "72", random.Random(3), verifier=verifier)
+    new = find_answer(wrong).text
+    assert new != "72"
+    # every statement of the result changed: the calculator annotation, its output, the marker
+    assert f"<<48+24={new}>>{new} clips" in wrong and wrong.endswith(f"#### {new}")
+    assert "72" not in wrong
+    # intermediate values and the question's numbers are untouched
+    assert "48/2 = <<48/2=24>>24 clips in May" in wrong
+    assert not verifier.verify(wrong, "72").correct
+
+
+def test_thousands_separators_follow_each_statement(verifier):
+    text = "profit 200,000-130,000=$<<200000-130000=70000>>70,000\n#### 70000"
+    wrong = rewrite_final_answer(text, "70000", random.Random(0), verifier=verifier)
+    new = find_answer(wrong).text
+    assert f"=$<<200000-130000={new}>>{int(new):,}" in wrong and "70" not in wrong.split("<<")[1]
+
+
+def test_policy_completion_with_boxed_answer(verifier):
+    text = r"So $x = 2 \cdot 21 = 42$ and the answer is $\boxed{42}$."
+    wrong = rewrite_final_answer(text, "42", random.Random(1), verifier=verifier)
+    new = find_answer(wrong).text
+    assert wrong == text.replace("42", new) and new != "42"
+    assert rewrite_final_answer("no final answer", "42", random.Random(1)) is None
+
+
+def test_rewrite_is_deterministic(verifier):
+    a = rewrite_final_answer(GSM8K, "72", random.Random(7), verifier=verifier)
+    b = rewrite_final_answer(GSM8K, "72", random.Random(7), verifier=verifier)
+    assert a == b
+
+
+def test_svamp_equation_becomes_a_solution():
+    p = load_problems("svamp", limit=1)[0]
+    sol = gold_solution(p)
+    assert find_answer(sol).text == p.reference and p.solution.strip() in sol
+    assert gold_solution(Problem("x", "q", "1", "local")) is None
+
+
+def test_perturbed_triples_are_balanced_and_verified(verifier):
+    problems = load_problems("math500", limit=40)
+    triples, skipped = perturbed_triples(problems, 20, random.Random(0), verifier=verifier)
+    assert len(triples) == 20 and [t.label for t in triples] == [1, 0] * 10
+    assert len({t.id for t in triples}) == 20
+    for gold, bad in zip(triples[::2], triples[1::2], strict=True):
+        assert gold.question == bad.question and gold.reference == bad.reference
+        assert verifier.verify(gold.completion, gold.reference).correct
+        assert verifier.verify(bad.completion, bad.reference).reason == "wrong"
+    again, _ = perturbed_triples(problems, 20, random.Random(0), verifier=verifier)
+    assert again == triples
+    with pytest.raises(ValueError, match="even"):
+        perturbed_triples(problems, 3, random.Random(0))
+
+
+def test_cli_writes_a_balanced_file(tmp_path):
+    out = tmp_path / "triples.jsonl"
+    proc = run_cli("data", "perturbed", "--dataset", "gsm8k", "--split", "train", "--n", "20",
+                   "--out", out, "--seed", "5")
+    assert "wrote 20 triples" in proc.stdout
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 20 and sum(r["label"] for r in rows) == 10
+    assert set(rows[0]) == {"id", "source", "question", "reference", "completion", "label"}
+    assert all(r["source"] == "gsm8k" for r in rows)
+
+
+def test_cli_errors_say_how_to_fix(tmp_path):
+    odd = run_cli("data", "perturbed", "--dataset", "gsm8k", "--n", "3", "--out",
+                  tmp_path / "x.jsonl", check=False)
+    assert odd.returncode == 2 and "even" in odd.stderr
+    big = run_cli("data", "perturbed", "--dataset", "math500", "--n", "2000", "--out",
+                  tmp_path / "x.jsonl", check=False)
+    assert big.returncode == 2 and "at most 1000" in big.stderr
+    local = tmp_path / "p.jsonl"
+    local.write_text(json.dumps({"question": "1+1?", "answer": "2"}) + "\n")
+    nosol = run_cli("data", "perturbed", "--dataset", local, "--n", "2", "--out",
+                    tmp_path / "x.jsonl", check=False)
+    assert nosol.returncode == 2 and "--solution-field" in nosol.stderr
+    assert not (tmp_path / "x.jsonl").exists()

@@ -1,0 +1,78 @@
+"""The hard-timeout process pool on its own: deadlines, errors, memory cap, orphans."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import psutil
+import pytest
+
+from conftest import cli_env
+from cooper.procpool import Outcome, ProcessPool
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with ProcessPool(2, memory_limit_mb=512) as p:  # no initializer: starts in a blink
+        yield p
+
+
+def test_results_timeouts_and_errors_are_per_call(pool):
+    out = pool.run(time.sleep, [(0,), (30,), (0,)], timeout_s=0.5)
+    assert out[0] == Outcome("ok") and out[2] == Outcome("ok")
+    assert out[1].status == "timeout"
+    out = pool.run(math.sqrt, [(4,), (-1,), ("x",)], timeout_s=5)
+    assert out[0] == Outcome("ok", 2.0)
+    assert out[1].status == "error" and "ValueError" in out[1].error
+    assert out[2].status == "error" and "TypeError" in out[2].error
+
+
+def test_memory_cap_turns_a_huge_allocation_into_an_error(pool):
+    (out,) = pool.run(bytearray, [(2 * 2**30,)], timeout_s=10)  # 2 GiB > 512 MiB cap
+    assert out.status == "error" and "MemoryError" in out.error
+    assert pool.run(bytearray, [(10,)], timeout_s=10)[0] == Outcome("ok", bytearray(10))
+
+
+def test_unpicklable_argument_is_an_error_not_a_crash(pool):
+    (out,) = pool.run(len, [(threading.Lock(),)], timeout_s=5)
+    assert out.status == "error" and "cannot send" in out.error
+    assert pool.run(len, [("abc",)], timeout_s=5)[0] == Outcome("ok", 3)
+
+
+def test_a_killed_caller_leaves_no_process_behind():
+    """SIGKILL the owner mid-call: the zygote sees its socket close, kills the busy worker."""
+    script = textwrap.dedent("""
+        import json, threading, time
+        from cooper.procpool import ProcessPool
+        pool = ProcessPool(2)
+        pool.start()
+        threading.Thread(target=pool.run, args=(time.sleep, [(600,)], 600), daemon=True).start()
+        time.sleep(0.3)
+        print(json.dumps(pool.worker_pids() + [pool.zygote_pid()]), flush=True)
+        time.sleep(600)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                            env=cli_env())
+    pids = json.loads(proc.stdout.readline())
+    assert len(pids) == 3 and all(psutil.pid_exists(p) for p in pids)
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while any(psutil.pid_exists(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(psutil.pid_exists(p) for p in pids)
+
+
+def test_bad_settings():
+    with pytest.raises(ValueError, match="at least 1"):
+        ProcessPool(0)
+    with pytest.raises(ValueError, match="too small"):
+        ProcessPool(1, memory_limit_mb=10)
+    with ProcessPool(1) as p, pytest.raises(ValueError, match="positive"):
+        p.run(len, [("a",)], timeout_s=0)

@@ -1,0 +1,121 @@
+"""`cooper rm train/eval/score` and `cooper bench rm` through the real CLI on tiny models.
+
+The training set is synthetic and separable (correct completions say "right", wrong ones
+"WRONG"): a randomly initialised tiny model can only pass the held-out bar by learning.
+Training and the main evaluation run as a user runs them (a subprocess); further commands run
+the same entry point in this process, to spare a Python start-up each.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from conftest import run_cli
+from cooper.cli import main
+
+
+def _in_process(capsys, *args) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _write(path, n, seed):
+    rng = random.Random(seed)
+    with path.open("w") as f:
+        for _ in range(n):
+            a, b = rng.randint(1, 99), rng.randint(1, 99)
+            for label in (True, False):
+                word = "right" if label else "WRONG"
+                completion = f"{a} plus {b}. " + " ".join([word] * rng.randint(2, 5))
+                f.write(json.dumps({"question": f"What is {a}+{b}?", "reference": str(a + b),
+                                    "completion": completion, "label": label,
+                                    "source": "odd" if a % 2 else "even"}) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_models, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("rmcli")
+    data = _write(tmp / "train.jsonl", 120, seed=0)
+    out = tmp / "rm"
+    proc = run_cli("rm", "train", "--data", data, "--base", tiny_models.policy, "--out", out,
+                   "--lr", "3e-3", "--epochs", "2", "--batch-size", "16", "--holdout", "0.25",
+                   "--max-length", "256", "--no-progress")
+    return tmp, out, proc
+
+
+def test_train_learns_a_separable_set(trained):
+    tmp, out, proc = trained
+    assert "epoch 2:" in proc.stdout and f"saved reward model to {out}" in proc.stdout
+    report = json.loads((out / "train_report.json").read_text())
+    assert report["heldout_size"] > 0 and report["train_size"] + report["heldout_size"] == 240
+    assert report["epochs"][-1]["heldout"]["accuracy"] >= 0.95
+    assert report["epochs"][-1]["train_loss"] < report["epochs"][0]["train_loss"]
+    spec = json.loads((out / "cooper_rm.json").read_text())
+    assert spec["max_length"] == 256 and (out / "model.safetensors").is_file()
+
+
+def test_eval_json_on_fresh_data(trained, capsys):
+    tmp, out, _ = trained
+    test = _write(tmp / "test.jsonl", 40, seed=1)
+    proc = run_cli("rm", "eval", "--model", out, "--data", test, "--json")
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["n"] == 80 and result["accuracy"] >= 0.95 and result["auroc"] >= 0.95
+    for key in ("precision", "recall", "f1", "ece", "confusion"):
+        assert key in result
+    assert set(result["by_source"]) == {"odd", "even"}
+    assert "accuracy" in proc.stdout.splitlines()[1]  # the human-readable table comes first
+    code, stdout, _ = _in_process(capsys, "rm", "eval", "--model", out, "--data", test, "--json",
+                                  "--no-reference")
+    assert code == 0 and json.loads(stdout.strip().splitlines()[-1])["no_reference"] is True
+
+
+def test_score_writes_one_line_per_triple_in_order(trained, capsys):
+    tmp, out, _ = trained
+    test = _write(tmp / "score.jsonl", 5, seed=2)
+    code, stdout, _ = _in_process(capsys, "rm", "score", "--model", out, "--file", test)
+    lines = stdout.strip().splitlines()
+    rows = [json.loads(line) for line in lines]
+    assert [r["id"] for r in rows] == [f"score-{i}" for i in range(10)]
+    assert all(0 < r["score"] < 1 for r in rows)
+    # the separable signal: every correct completion outscores its wrong twin
+    assert all(rows[i]["score"] > rows[i + 1]["score"] for i in range(0, 10, 2))
+
+
+def test_bad_rows_stop_with_file_and_line_or_are_counted(trained, capsys):
+    tmp, out, _ = trained
+    bad = tmp / "bad.jsonl"
+    bad.write_text(json.dumps({"question": "Q", "reference": "1", "completion": "c",
+                               "label": True}) + "\n{oops\n")
+    proc = run_cli("rm", "eval", "--model", out, "--data", bad, check=False)
+    assert proc.returncode == 2 and f"{bad}:2" in proc.stderr and "Traceback" not in proc.stderr
+    code, stdout, stderr = _in_process(capsys, "rm", "eval", "--model", out, "--data", bad,
+                                       "--skip-bad", "--json")
+    assert code == 0 and "skipped 1 bad row" in stderr
+    assert json.loads(stdout.strip().splitlines()[-1])["n"] == 1
+
+
+def test_bad_settings_say_how_to_fix_them(trained, tiny_models):
+    tmp, out, _ = trained
+    proc = run_cli("rm", "train", "--data", tmp / "train.jsonl", "--base", tiny_models.policy,
+                   "--out", out, check=False)
+    assert proc.returncode == 2 and "--overwrite" in proc.stderr
+    proc = run_cli("rm", "train", "--data", tmp / "train.jsonl", "--base", tiny_models.policy,
+                   "--out", tmp / "new", "--holdout", "1.5", check=False)
+    assert proc.returncode == 2 and "holdout must be in [0, 1)" in proc.stderr
+
+
+def test_bench_rm_writes_its_keys(trained, capsys):
+    tmp, out, _ = trained
+    code, stdout, _ = _in_process(capsys, "bench", "rm", "--model", out, "--n", "12",
+                                  "--batch-size", "4", "--repeats", "1",
+                                  "--out", tmp / "bench.json")
+    result = json.loads((tmp / "bench.json").read_text())
+    assert result["n"] == 12 and result["seq_per_s"] > 0 and result["naive_seq_per_s"] > 0
+    assert result["speedup"] > 0 and result["padded_tokens"] <= result["naive_padded_tokens"]
+    assert result["max_score_difference"] < 1e-4
+    assert code == 0 and "environment" in result and '"speedup"' in stdout
