@@ -173,6 +173,11 @@ def _write_atomic(path: Path, text: str) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)  # make the rename itself survive a power cut
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _to_jsonl(records: Sequence[SampleRecord]) -> str:
