@@ -9,7 +9,15 @@ conversation, in input order. :class:`HFGenerator` runs a Hugging Face model:
   little compute goes to padding; results are put back in input order;
 - every batch is seeded from ``sampling.seed`` and the batch's own prompts, so the output is a
   deterministic function of (model, conversations, sampling, batch size) and a resumed job that
-  forms the same batches reproduces the same samples.
+  forms the same batches reproduces the same samples;
+- ``on_samples`` (optional) is called with the number of samples each finished batch brought,
+  so a caller can drive one progress bar over many calls.
+
+:class:`VLLMGenerator` runs the same model with vLLM when it is installed (GPU machines). It
+renders prompts with the same Hugging Face tokenizer and chat template, passes token ids (so
+both backends see identical prompts), and seeds every request from ``sampling.seed`` and its
+own prompt, so its samples do not depend on how requests were batched. Greedy outputs of the
+two backends agree up to the numerics of their kernels.
 
 Other backends implement the same protocol elsewhere (OpenAI-compatible endpoints:
 :class:`cooper.endpoint.EndpointGenerator`).
@@ -19,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -29,6 +37,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 Messages = list[dict[str, str]]
+OnSamples = Callable[[int], None]  # called with the number of samples just finished
 
 
 @dataclass(frozen=True)
@@ -71,7 +80,8 @@ class Generator(Protocol):
     name: str
 
     def generate(self, conversations: Sequence[Messages], sampling: SamplingConfig, *,
-                 progress: bool = False) -> list[list[Generation]]: ...
+                 progress: bool = False,
+                 on_samples: OnSamples | None = None) -> list[list[Generation]]: ...
 
 
 def render_messages(tokenizer: PreTrainedTokenizerBase, messages: Messages) -> str:
@@ -109,13 +119,19 @@ class HFGenerator:
         model = load_causal_lm(name_or_path, trust_remote_code=trust_remote_code, dtype=dtype)
         return cls(model.eval(), tok, batch_size=batch_size, name=str(name_or_path))
 
+    def render(self, messages: Messages) -> str:
+        """The prompt text this generator feeds the model for a conversation."""
+        return render_messages(self.tokenizer, messages)
+
     def generate(self, conversations: Sequence[Messages], sampling: SamplingConfig, *,
-                 progress: bool = False) -> list[list[Generation]]:
-        prompts = [render_messages(self.tokenizer, m) for m in conversations]
-        return self.generate_text(prompts, sampling, progress=progress)
+                 progress: bool = False,
+                 on_samples: OnSamples | None = None) -> list[list[Generation]]:
+        prompts = [self.render(m) for m in conversations]
+        return self.generate_text(prompts, sampling, progress=progress, on_samples=on_samples)
 
     def generate_text(self, prompts: Sequence[str], sampling: SamplingConfig, *,
-                      progress: bool = False) -> list[list[Generation]]:
+                      progress: bool = False,
+                      on_samples: OnSamples | None = None) -> list[list[Generation]]:
         """Like :meth:`generate` for prompts that are already rendered text."""
         import torch
         from tqdm.auto import tqdm
@@ -137,6 +153,8 @@ class HFGenerator:
                                strict=True):
                 results[i] = gens
             bar.update(len(idx) * sampling.n)
+            if on_samples is not None:
+                on_samples(len(idx) * sampling.n)
             bar.set_postfix(samples_per_s=f"{bar.n / (time.perf_counter() - t0):.2f}")
         bar.close()
         return results  # type: ignore[return-value]
@@ -147,8 +165,11 @@ class HFGenerator:
         enc = self.tokenizer(prompts, return_tensors="pt", padding=True,
                              add_special_tokens=False).to(device)
         greedy = sampling.temperature == 0
+        # repetition_penalty=1.0 overrides a checkpoint's generation_config (some instruct
+        # checkpoints ship a value above 1): sampling follows SamplingConfig only, as with
+        # vLLM, whose explicit SamplingParams do not read generation_config.
         kwargs = dict(max_new_tokens=sampling.max_new_tokens, do_sample=not greedy,
-                      num_return_sequences=sampling.n,
+                      num_return_sequences=sampling.n, repetition_penalty=1.0,
                       pad_token_id=self.tokenizer.pad_token_id)
         if not greedy:
             kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
@@ -176,3 +197,111 @@ def _eos_ids(model, tokenizer) -> set[int]:
     if tokenizer.eos_token_id is not None:
         ids.add(tokenizer.eos_token_id)
     return ids
+
+
+class VLLMGenerator:
+    """Generation with vLLM (GPU): same prompts and token accounting as :class:`HFGenerator`.
+
+    Prompts are rendered and tokenized by the Hugging Face tokenizer (no special tokens added,
+    as in :class:`HFGenerator`) and passed to vLLM as token ids, so both backends condition on
+    identical inputs. Each request gets its own seed from ``sampling.seed`` and its prompt:
+    vLLM then samples independently of how requests share a batch.
+    """
+
+    def __init__(self, llm, tokenizer: PreTrainedTokenizerBase, eos_ids: set[int], *,
+                 name: str = "vllm"):
+        self.llm, self.tokenizer, self.eos_ids, self.name = llm, tokenizer, eos_ids, name
+
+    @classmethod
+    def load(cls, name_or_path: str, *, trust_remote_code: bool = False,
+             dtype: str | None = None, tensor_parallel_size: int = 1,
+             gpu_memory_utilization: float = 0.9,
+             max_model_len: int | None = None) -> VLLMGenerator:
+        import importlib.util
+
+        if importlib.util.find_spec("vllm") is None:
+            raise UserError("the vLLM backend needs vLLM, which is not installed. On a GPU "
+                            "machine: pip install 'cooper-rl[vllm]'; elsewhere use --backend hf")
+        try:
+            import vllm
+        except Exception as e:  # installed but unusable (no CUDA, mismatched torch, ...)
+            raise UserError(f"vLLM is installed but cannot be imported ({type(e).__name__}: "
+                            f"{e}); use --backend hf, or fix the vLLM installation") from e
+        from transformers import GenerationConfig
+
+        from cooper.models import load_tokenizer, resolve
+
+        path = resolve(name_or_path)
+        tok = load_tokenizer(path, trust_remote_code=trust_remote_code)
+        eos: set[int] = set()
+        try:  # the same stop tokens HF generate uses: generation_config may list several
+            ids = GenerationConfig.from_pretrained(path).eos_token_id
+            eos = set(ids if isinstance(ids, list) else [ids] if ids is not None else [])
+        except OSError:  # no generation_config.json
+            pass
+        if tok.eos_token_id is not None:
+            eos.add(tok.eos_token_id)
+        kwargs = dict(model=str(path), tokenizer=str(path), trust_remote_code=trust_remote_code,
+                      dtype=dtype or "auto", tensor_parallel_size=tensor_parallel_size,
+                      gpu_memory_utilization=gpu_memory_utilization)
+        if max_model_len is not None:
+            kwargs["max_model_len"] = max_model_len
+        return cls(vllm.LLM(**kwargs), tok, eos, name=str(name_or_path))
+
+    def render(self, messages: Messages) -> str:
+        return render_messages(self.tokenizer, messages)
+
+    def generate(self, conversations: Sequence[Messages], sampling: SamplingConfig, *,
+                 progress: bool = False,
+                 on_samples: OnSamples | None = None) -> list[list[Generation]]:
+        prompts = [self.render(m) for m in conversations]
+        return self.generate_text(prompts, sampling, progress=progress, on_samples=on_samples)
+
+    def generate_text(self, prompts: Sequence[str], sampling: SamplingConfig, *,
+                      progress: bool = False,
+                      on_samples: OnSamples | None = None) -> list[list[Generation]]:
+        from vllm import SamplingParams
+
+        if not prompts:
+            return []
+        greedy = sampling.temperature == 0
+        # Greedy samples are all the same sequence: ask for one and repeat it (older vLLM
+        # releases also reject n > 1 with temperature 0).
+        n = 1 if greedy else sampling.n
+        stop_ids = sorted(self.eos_ids)
+        params = [SamplingParams(
+            n=n, temperature=0.0 if greedy else sampling.temperature,
+            top_p=1.0 if greedy else sampling.top_p, max_tokens=sampling.max_new_tokens,
+            seed=batch_seed(sampling.seed, [p]) & 0x7FFF_FFFF, stop_token_ids=stop_ids,
+            skip_special_tokens=True) for p in prompts]
+        ids = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
+        outputs = self.llm.generate([{"prompt_token_ids": x} for x in ids], params,
+                                    use_tqdm=progress)
+        results = []
+        for out in outputs:  # vLLM returns outputs in input order
+            gens = []
+            for c in out.outputs:
+                row = list(c.token_ids)
+                # Whether the stop token is listed in token_ids has varied across releases:
+                # drop it if present and count it once, as HFGenerator does.
+                stopped = c.finish_reason == "stop"
+                kept = row[:-1] if stopped and row and row[-1] in self.eos_ids else row
+                gens.append(Generation(
+                    text=self.tokenizer.decode(kept, skip_special_tokens=True),
+                    num_tokens=len(kept) + 1 if stopped else len(kept),
+                    finish_reason="stop" if stopped else "length"))
+            results.append(gens * sampling.n if greedy else gens)
+        if on_samples is not None:
+            on_samples(len(prompts) * sampling.n)
+        return results
+
+
+def load_generator(backend: str, name_or_path: str, *, trust_remote_code: bool = False,
+                   batch_size: int = 16, dtype: str | None = None) -> Generator:
+    """A generator for ``backend`` ("hf" or "vllm"); vLLM is imported only when asked for."""
+    if backend == "hf":
+        return HFGenerator.load(name_or_path, trust_remote_code=trust_remote_code,
+                                batch_size=batch_size, dtype=dtype)
+    if backend == "vllm":
+        return VLLMGenerator.load(name_or_path, trust_remote_code=trust_remote_code, dtype=dtype)
+    raise UserError(f"unknown backend '{backend}'; choose hf or vllm")

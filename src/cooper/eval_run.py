@@ -1,0 +1,424 @@
+"""Resumable evaluation runs on disk (``cooper eval``) and their comparison table.
+
+A run folder holds::
+
+    run.json                  the protocol, written first; a rerun must ask for the same one
+    chunks/NAME/00003.json    samples of chunk 3 of benchmark NAME (while NAME is in progress)
+    samples/NAME.jsonl        every sample of NAME, one JSON object a line (once NAME is done)
+    samples/NAME.done.json    marks NAME complete; written after NAME.jsonl
+    results.json              protocol, versions, metrics per benchmark, average, times
+    .lock                     held while a process writes the run (two never write one run)
+
+Resume: problems are cut into fixed chunks (:func:`cooper.evaluate.chunk_problems`); each chunk
+is generated, verified and written to its own file by write-then-rename, so a file exists
+only when the whole chunk is done. A rerun with the same protocol keeps every chunk file and
+computes only the missing chunks. Chunks are formed the same way each time and
+:class:`~cooper.generation.HFGenerator` seeds each batch from its prompts, so a resumed run
+gives exactly the samples and numbers of an uninterrupted one. When a benchmark is complete its
+chunks are merged into ``samples/NAME.jsonl`` and removed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from cooper import __version__
+from cooper.data import (
+    BUILTIN_SPLITS,
+    DEFAULT_MAX_ROW_BYTES,
+    Fields,
+    Problem,
+    is_local_file,
+    load_problems,
+)
+from cooper.errors import UserError
+from cooper.evaluate import (
+    DEFAULT_CHUNK_PROBLEMS,
+    BenchmarkMetrics,
+    SampleRecord,
+    check_ks,
+    check_template,
+    check_verify_mode,
+    chunk_problems,
+    default_ks,
+    sample_chunk,
+    summarize,
+)
+from cooper.generation import Generator, SamplingConfig, load_generator
+
+log = logging.getLogger(__name__)
+
+BACKENDS = ("hf", "vllm")
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """What to evaluate and how; all but ``ks``, ``trust_remote_code`` and ``threads`` decide the samples."""
+
+    model: str
+    benchmarks: tuple[str, ...]  # built-in names and/or .jsonl/.json/.parquet paths
+    sampling: SamplingConfig = SamplingConfig(n=8, temperature=0.7, top_p=0.95)
+    backend: str = "hf"
+    limit: int | None = None  # first N problems of each benchmark
+    prompt_template: str | None = None  # user message with {question}; None: the default
+    verify_mode: str = "strict"
+    verify_timeout_s: float | None = None  # None: the verifier's default
+    batch_size: int = 16  # sequences per generate call (HF); decides batches, hence samples
+    chunk_size: int = DEFAULT_CHUNK_PROBLEMS  # problems per resumable chunk
+    fields: Fields = Fields()  # column mapping of local files
+    skip_bad: bool = False
+    max_row_bytes: int = DEFAULT_MAX_ROW_BYTES
+    dtype: str | None = None
+    ks: tuple[int, ...] | None = None  # pass@k values; None: powers of two up to n, and n
+    trust_remote_code: bool = False
+    threads: int | None = None  # torch CPU threads; None: torch's default (one per core)
+
+    def __post_init__(self):
+        if not self.benchmarks:
+            raise UserError("no benchmarks given; pass e.g. --benchmarks gsm8k,svamp,math500")
+        if self.backend not in BACKENDS:
+            raise UserError(f"unknown backend '{self.backend}'; choose {' or '.join(BACKENDS)}")
+        if self.batch_size < 1 or self.chunk_size < 1:
+            raise UserError("--batch-size and --chunk-size must be >= 1")
+        if self.threads is not None and self.threads < 1:
+            raise UserError(f"--threads must be >= 1, got {self.threads}")
+        check_verify_mode(self.verify_mode)
+        if self.verify_timeout_s is not None and not self.verify_timeout_s > 0:
+            raise UserError(f"--verify-timeout must be positive, got {self.verify_timeout_s}")
+        if self.prompt_template is not None:
+            check_template(self.prompt_template)
+        if self.ks is not None:
+            check_ks(self.ks, self.sampling.n)
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """A benchmark's problems under the name used in files and tables."""
+
+    name: str  # built-in name, or a local file's stem
+    source: str  # as given on the command line
+    problems: tuple[Problem, ...]
+
+    def digest(self) -> str:
+        """SHA-256 over ids, questions and references: a changed file invalidates a resume."""
+        h = hashlib.sha256()
+        for p in self.problems:
+            for part in (p.id, p.question, p.reference):
+                h.update(part.encode("utf-8", "surrogatepass") + b"\0")
+        return h.hexdigest()
+
+
+@dataclass
+class RunResult:
+    """What ``cooper eval`` computed, as written to ``results.json``."""
+
+    protocol: dict[str, Any]
+    metrics: list[BenchmarkMetrics]
+    average: dict[str, Any]  # accuracy, majority_accuracy, pass_at_k over benchmarks
+    samples_computed: int  # by this invocation
+    samples_reused: int  # from earlier invocations
+    wall_time_s: float  # this invocation
+    compute_time_s: dict[str, float] = field(default_factory=dict)  # per benchmark, all invocations
+
+
+def load_benchmarks(settings: EvalSettings) -> list[Benchmark]:
+    """Resolve every ``--benchmarks`` entry; unknown names and bad files fail before any model loads."""
+    out: list[Benchmark] = []
+    for source in settings.benchmarks:
+        if source not in BUILTIN_SPLITS and not is_local_file(source):
+            raise UserError(f"unknown benchmark '{source}'. Built-in: "
+                            f"{', '.join(BUILTIN_SPLITS)}; or a path to a .jsonl, .json or "
+                            ".parquet file (see --question-field/--answer-field)")
+        problems = load_problems(source, fields=settings.fields, limit=settings.limit,
+                                 skip_bad=settings.skip_bad,
+                                 max_row_bytes=settings.max_row_bytes)
+        name = source if source in BUILTIN_SPLITS else Path(source).stem
+        if any(b.name == name for b in out):
+            raise UserError(f"two benchmarks are both named '{name}' (a file's name is its "
+                            "stem); rename one file or drop the duplicate")
+        out.append(Benchmark(name, source, tuple(problems)))
+    return out
+
+
+def protocol(settings: EvalSettings, benchmarks: Sequence[Benchmark]) -> dict[str, Any]:
+    """The part of the settings that decides the samples, plus the benchmarks' contents."""
+    s = settings
+    return {
+        "model": s.model, "backend": s.backend, **asdict(s.sampling), "limit": s.limit,
+        "prompt_template": s.prompt_template, "verify_mode": s.verify_mode,
+        "verify_timeout_s": s.verify_timeout_s, "batch_size": s.batch_size,
+        "chunk_size": s.chunk_size, "dtype": s.dtype,
+        "benchmarks": [{"name": b.name, "source": b.source, "num_problems": len(b.problems),
+                        "sha256": b.digest()} for b in benchmarks],
+    }
+
+
+# ------------------------------------------------------------------ files
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write-then-rename: readers see the old file or the complete new one, never a part."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)  # make the rename itself survive a power cut
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _to_jsonl(records: Sequence[SampleRecord]) -> str:
+    return "".join(json.dumps(asdict(r), ensure_ascii=False) + "\n" for r in records)
+
+
+def _record(row: dict[str, Any], where: str) -> SampleRecord:
+    names = {f.name for f in fields(SampleRecord)}
+    if set(row) != names:
+        raise UserError(f"{where}: not a sample record of this version (fields differ); "
+                        "evaluate into a new --out folder")
+    return SampleRecord(**row)
+
+
+def read_samples(path: Path) -> list[SampleRecord]:
+    """The records of a ``samples/NAME.jsonl`` file."""
+    # split on "\n" only: str.splitlines() would also split inside a completion at U+2028,
+    # U+0085 and other line breaks that JSON leaves unescaped
+    return [_record(json.loads(line), f"{path}:{i}")
+            for i, line in enumerate(path.read_text(encoding="utf-8").split("\n"), 1) if line]
+
+
+def _check_protocol(out: Path, proto: dict[str, Any]) -> bool:
+    """True when resuming; raise when ``out`` holds a run with another protocol."""
+    path = out / "run.json"
+    if not path.exists():
+        if any(p.name != ".lock" for p in out.iterdir()):
+            raise UserError(f"{out} is not empty and holds no cooper eval run (no run.json); "
+                            "pick a new --out folder")
+        _write_atomic(path, json.dumps(proto, indent=2) + "\n")
+        return False
+    old = json.loads(path.read_text())
+    if old != proto:
+        diff = [k for k in sorted(set(old) | set(proto)) if old.get(k) != proto.get(k)]
+        raise UserError(f"{out} holds a run with other settings ({', '.join(diff)} differ); "
+                        "rerun with the same settings to resume it, or pick a new --out folder")
+    return True
+
+
+# ------------------------------------------------------------------ the run
+
+@dataclass
+class _Done:
+    """One benchmark's samples and how they came about."""
+
+    samples: list[SampleRecord]
+    computed: int
+    reused: int
+    compute_time_s: float
+
+
+@contextmanager
+def _exclusive(out: Path) -> Iterator[None]:
+    """Hold ``out/.lock`` so two processes never write one run; the OS frees it on any exit."""
+    import fcntl
+
+    with open(out / ".lock", "w") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UserError(f"another cooper eval is writing {out}; wait for it to end, or "
+                            "pick another --out folder") from None
+        yield
+
+
+def run_eval(settings: EvalSettings, out_dir: str | os.PathLike, *,
+             generator: Generator | Callable[[], Generator] | None = None,
+             progress: bool = True) -> RunResult:
+    """Evaluate every benchmark into ``out_dir``, resuming whatever an earlier run left there.
+
+    ``generator``: a ready generator, or a factory called only if some chunk must be computed
+    (a finished run reruns without loading the model); default: ``settings.backend``.
+    """
+    t_start = time.perf_counter()
+    out = Path(out_dir)
+    benchmarks = load_benchmarks(settings)
+    proto = protocol(settings, benchmarks)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} is a file; pass a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    ks = list(settings.ks) if settings.ks else default_ks(settings.sampling.n)
+    loaded: list[Generator] = []
+
+    def get_generator() -> Generator:
+        if not loaded:
+            if generator is None:
+                if settings.threads is not None:
+                    import torch
+
+                    torch.set_num_threads(settings.threads)
+                loaded.append(load_generator(settings.backend, settings.model,
+                                             trust_remote_code=settings.trust_remote_code,
+                                             batch_size=settings.batch_size,
+                                             dtype=settings.dtype))
+            elif hasattr(generator, "generate"):
+                loaded.append(generator)  # type: ignore[arg-type]
+            else:
+                loaded.append(generator())  # type: ignore[operator]
+        return loaded[0]
+
+    with _exclusive(out):
+        resuming = _check_protocol(out, proto)
+        (out / "samples").mkdir(exist_ok=True)
+        done = {b.name: _run_benchmark(b, out, settings, get_generator, resuming, progress)
+                for b in benchmarks}
+        shutil.rmtree(out / "chunks", ignore_errors=True)
+        metrics = [summarize(name, d.samples, ks)[0] for name, d in done.items()]
+        result = RunResult(proto, metrics, average(metrics),
+                           sum(d.computed for d in done.values()),
+                           sum(d.reused for d in done.values()),
+                           time.perf_counter() - t_start,
+                           {name: d.compute_time_s for name, d in done.items()})
+        _write_results(out, result, settings)
+    return result
+
+
+def _run_benchmark(bench: Benchmark, out: Path, settings: EvalSettings,
+                   get_generator: Callable[[], Generator], resuming: bool,
+                   progress: bool) -> _Done:
+    """A complete benchmark from disk, or its missing chunks computed, written and merged."""
+    from tqdm.auto import tqdm
+
+    n = settings.sampling.n
+    done_path = out / "samples" / f"{bench.name}.done.json"
+    samples_path = out / "samples" / f"{bench.name}.jsonl"
+    if done_path.exists() and samples_path.exists():
+        samples = read_samples(samples_path)
+        return _Done(samples, 0, len(samples),
+                     json.loads(done_path.read_text())["compute_time_s"])
+    chunk_dir = out / "chunks" / bench.name
+    chunk_dir.mkdir(parents=True, exist_ok=True)
+    for tmp in chunk_dir.glob(".*.tmp-*"):  # a write cut short by a kill
+        tmp.unlink()
+    chunks = chunk_problems(bench.problems, settings.chunk_size)
+    stored = {i: c for i in range(len(chunks))
+              if (c := _read_chunk(chunk_dir, i, chunks[i], n)) is not None}
+    before = sum(len(c["samples"]) for c in stored.values())
+    if resuming and before:
+        log.info("%s: resuming, %d of %d samples already done", bench.name, before,
+                 len(bench.problems) * n)
+    missing = [i for i in range(len(chunks)) if i not in stored]
+    gen = get_generator() if missing else None  # load before the bar starts its clock
+    bar = tqdm(total=len(bench.problems) * n, initial=before, desc=bench.name, unit="sample",
+               disable=not progress, dynamic_ncols=True)
+    computed = 0
+    for i in missing:
+        t0 = time.perf_counter()
+        records = sample_chunk(gen, chunks[i], settings.sampling, benchmark=bench.name,
+                               prompt_template=settings.prompt_template,
+                               verify_mode=settings.verify_mode,
+                               verify_timeout_s=settings.verify_timeout_s,
+                               on_samples=bar.update)
+        stored[i] = {"chunk": i, "problem_ids": [p.id for p in chunks[i]],
+                     "compute_time_s": time.perf_counter() - t0,
+                     "samples": [asdict(r) for r in records]}
+        _write_atomic(chunk_dir / f"{i:05d}.json", json.dumps(stored[i]))
+        computed += len(records)
+    bar.close()
+    samples = [_record(r, str(chunk_dir)) for i in range(len(chunks))
+               for r in stored[i]["samples"]]
+    seconds = sum(c["compute_time_s"] for c in stored.values())
+    # samples file first, then the marker: a kill in between leaves the chunks to merge again
+    _write_atomic(samples_path, _to_jsonl(samples))
+    _write_atomic(done_path, json.dumps({"num_samples": len(samples), "compute_time_s": seconds}))
+    shutil.rmtree(chunk_dir)
+    return _Done(samples, computed, before, seconds)
+
+
+def _read_chunk(chunk_dir: Path, i: int, problems: Sequence[Problem],
+                n: int) -> dict[str, Any] | None:
+    """A stored chunk, or None when it is missing or does not belong to this run."""
+    path = chunk_dir / f"{i:05d}.json"
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        log.warning("%s is unreadable; computing that chunk again", path)
+        return None
+    if data.get("problem_ids") != [p.id for p in problems] or len(data["samples"]) != len(problems) * n:
+        log.warning("%s does not match this run's chunk %d; computing it again", path, i)
+        return None
+    return data
+
+
+def average(metrics: Sequence[BenchmarkMetrics]) -> dict[str, Any]:
+    """Unweighted mean over benchmarks, as the paper's "Avg" column (each benchmark counts once)."""
+    ks = set.intersection(*(set(m.pass_at_k) for m in metrics))
+    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+    return {"accuracy": mean([m.accuracy for m in metrics]),
+            "majority_accuracy": mean([m.majority_accuracy for m in metrics]),
+            "pass_at_k": {k: mean([m.pass_at_k[k] for m in metrics]) for k in sorted(ks)}}
+
+
+def _versions(backend: str) -> dict[str, str | None]:
+    from importlib import metadata
+
+    out = {}
+    for pkg in ("cooper-rl", "torch", "transformers", "math-verify",
+                *(("vllm",) if backend == "vllm" else ())):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = None
+    out["cooper-rl"] = out["cooper-rl"] or __version__
+    return out
+
+
+def _write_results(out: Path, r: RunResult, settings: EvalSettings) -> None:
+    import platform
+    import sys
+
+    doc = {
+        "protocol": r.protocol,
+        "benchmarks": {m.benchmark: {**asdict(m), "compute_time_s": r.compute_time_s[m.benchmark]}
+                       for m in r.metrics},
+        "average": r.average,
+        "samples_computed": r.samples_computed,
+        "samples_reused": r.samples_reused,
+        "wall_time_s": r.wall_time_s,
+        "compute_time_s": sum(r.compute_time_s.values()),
+        "versions": _versions(settings.backend),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    _write_atomic(out / "results.json", json.dumps(doc, indent=2) + "\n")
+
+
+def format_summary(r: RunResult) -> str:
+    """A plain-text table of a run's metrics (percent)."""
+    ks = sorted(r.average["pass_at_k"])
+    head = ["benchmark", "problems", "n", "accuracy", *(f"pass@{k}" for k in ks), "maj@n",
+            "tokens", "cut"]
+    rows = [[m.benchmark, str(m.num_problems), str(m.samples_per_problem),
+             f"{100 * m.accuracy:.2f}", *(f"{100 * m.pass_at_k[k]:.2f}" for k in ks),
+             f"{100 * m.majority_accuracy:.2f}", f"{m.mean_tokens:.0f}",
+             f"{100 * m.truncated_fraction:.0f}%"] for m in r.metrics]
+    rows.append(["average", "", "", f"{100 * r.average['accuracy']:.2f}",
+                 *(f"{100 * r.average['pass_at_k'][k]:.2f}" for k in ks),
+                 f"{100 * r.average['majority_accuracy']:.2f}", "", ""])
+    widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]
+    return "\n".join("  ".join(x.ljust(w) for x, w in zip(row, widths, strict=True)).rstrip()
+                     for row in [head, *rows])
