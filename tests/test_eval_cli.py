@@ -51,7 +51,7 @@ def run_a(tiny_models, local_file, tmp_path_factory) -> Path:
     cli("eval", "--model", tiny_models.policy, "--benchmarks", f"svamp,{local_file}",
             "--question-field", "problem", "--answer-field", "solution", "--id-field", "uid",
             "--prompt-template", "Solve: {question}\nEnd with \\boxed{}.", "--limit", "6",
-            "--chunk-size", "4", "--out", out, *FAST)
+            "--chunk-size", "4", "--threads", "1", "--out", out, *FAST)
     return out
 
 
@@ -155,6 +155,8 @@ def test_clear_errors(tiny_models, local_file, tmp_path):
     template = cli("eval", "--prompt-template", "no placeholder", "--out", tmp_path / "z",
                        check=False)
     assert template.returncode == 2 and "{question}" in template.stderr
+    threads = cli("eval", "--threads", "0", "--out", tmp_path / "t", check=False)
+    assert threads.returncode == 2 and "--threads must be >= 1" in threads.stderr
 
 
 def test_one_process_writes_a_run_at_a_time(tiny_models, tmp_path):
@@ -172,12 +174,10 @@ def test_one_process_writes_a_run_at_a_time(tiny_models, tmp_path):
 
 
 def test_vllm_backend_without_vllm_is_a_clear_error(tiny_models, tmp_path):
-    pytest.importorskip("torch")
-    try:
-        import vllm  # noqa: F401
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is not None:
         pytest.skip("vLLM is installed here")
-    except ImportError:
-        pass
     proc = cli("eval", "--model", tiny_models.policy, "--benchmarks", "svamp", "--limit", "1",
                    "--backend", "vllm", "--out", tmp_path / "v", check=False)
     assert proc.returncode == 2 and "vLLM" in proc.stderr and "--backend hf" in proc.stderr

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cooper.errors import UserError
-from cooper.generation import Generation, Messages, SamplingConfig
+from cooper.generation import Generation, Messages, OnSamples, SamplingConfig
 from cooper.resilience import CircuitBreaker, parse_retry_after
 
 log = logging.getLogger(__name__)
@@ -432,15 +432,16 @@ class EndpointGenerator:
         self.name = name or endpoint.name
 
     def generate(self, conversations: Sequence[Messages], sampling: SamplingConfig, *,
-                 progress: bool = False, on_samples=None) -> list[list[Generation]]:
+                 progress: bool = False,
+                 on_samples: OnSamples | None = None) -> list[list[Generation]]:
         convs = [c for c in conversations for _ in range(sampling.n)]
         seeds = [sampling.seed + k for _ in conversations for k in range(sampling.n)]
         results = self.endpoint.chat_many(
             convs, temperature=sampling.temperature, top_p=sampling.top_p,
             max_tokens=sampling.max_new_tokens, seeds=seeds, progress=progress)
-        if on_samples is not None:
-            on_samples(len(results))
         gens = [to_generation(r) for r in results]
+        if on_samples is not None:
+            on_samples(len(gens))
         n = sampling.n
         return [gens[i * n:(i + 1) * n] for i in range(len(conversations))]
 

@@ -63,7 +63,7 @@ BACKENDS = ("hf", "vllm")
 
 @dataclass(frozen=True)
 class EvalSettings:
-    """What to evaluate and how; everything but ``ks`` and ``trust_remote_code`` decides the samples."""
+    """What to evaluate and how; all but ``ks``, ``trust_remote_code`` and ``threads`` decide the samples."""
 
     model: str
     benchmarks: tuple[str, ...]  # built-in names and/or .jsonl/.json/.parquet paths
@@ -81,6 +81,7 @@ class EvalSettings:
     dtype: str | None = None
     ks: tuple[int, ...] | None = None  # pass@k values; None: powers of two up to n, and n
     trust_remote_code: bool = False
+    threads: int | None = None  # torch CPU threads; None: torch's default (one per core)
 
     def __post_init__(self):
         if not self.benchmarks:
@@ -89,6 +90,8 @@ class EvalSettings:
             raise UserError(f"unknown backend '{self.backend}'; choose {' or '.join(BACKENDS)}")
         if self.batch_size < 1 or self.chunk_size < 1:
             raise UserError("--batch-size and --chunk-size must be >= 1")
+        if self.threads is not None and self.threads < 1:
+            raise UserError(f"--threads must be >= 1, got {self.threads}")
         check_verify_mode(self.verify_mode)
         if self.verify_timeout_s is not None and not self.verify_timeout_s > 0:
             raise UserError(f"--verify-timeout must be positive, got {self.verify_timeout_s}")
@@ -170,6 +173,11 @@ def _write_atomic(path: Path, text: str) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)  # make the rename itself survive a power cut
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _to_jsonl(records: Sequence[SampleRecord]) -> str:
@@ -256,6 +264,10 @@ def run_eval(settings: EvalSettings, out_dir: str | os.PathLike, *,
     def get_generator() -> Generator:
         if not loaded:
             if generator is None:
+                if settings.threads is not None:
+                    import torch
+
+                    torch.set_num_threads(settings.threads)
                 loaded.append(load_generator(settings.backend, settings.model,
                                              trust_remote_code=settings.trust_remote_code,
                                              batch_size=settings.batch_size,

@@ -9,8 +9,7 @@ conversation, in input order. :class:`HFGenerator` runs a Hugging Face model:
   little compute goes to padding; results are put back in input order;
 - every batch is seeded from ``sampling.seed`` and the batch's own prompts, so the output is a
   deterministic function of (model, conversations, sampling, batch size) and a resumed job that
-  forms the same batches reproduces the same samples.
-
+  forms the same batches reproduces the same samples;
 - ``on_samples`` (optional) is called with the number of samples each finished batch brought,
   so a caller can drive one progress bar over many calls.
 

@@ -77,6 +77,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="problems per saved chunk, the unit a resumed run skips "
                         "(default: %(default)s)")
     b.add_argument("--dtype", default=None, help="model dtype, e.g. bfloat16 (default: the checkpoint's)")
+    b.add_argument("--threads", type=int, default=None,
+                   help="CPU threads for torch (default: one per core); on a small or busy "
+                        "CPU, --threads 1 can be several times faster")
     b.add_argument("--verify-mode", choices=("strict", "lenient"), default="strict",
                    help="verifier mode (default: %(default)s)")
     b.add_argument("--verify-timeout", type=float, default=None, metavar="SECONDS",
@@ -130,7 +133,7 @@ def _eval(args: argparse.Namespace) -> int:
         verify_mode=args.verify_mode, verify_timeout_s=args.verify_timeout,
         batch_size=args.batch_size, chunk_size=args.chunk_size, fields=fields_from_args(args),
         skip_bad=args.skip_bad, max_row_bytes=args.max_row_bytes, dtype=args.dtype, ks=args.k,
-        trust_remote_code=args.trust_remote_code)
+        trust_remote_code=args.trust_remote_code, threads=args.threads)
     result = run_eval(settings, args.out, progress=not args.no_progress)
     print(format_summary(result))
     print(f"\n{result.samples_computed} samples computed, {result.samples_reused} reused, "
