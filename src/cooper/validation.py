@@ -32,10 +32,9 @@ class ValidationCallback(TrainerCallback):
         from trl.models import unwrap_model_for_generation
 
         from cooper import collective
-        from cooper.data import prompt_messages
+        from cooper.evaluate import evaluate_problems
         from cooper.generation import HFGenerator, SamplingConfig
         from cooper.pairs import shard
-        from cooper.verifier import verify_batch
 
         trainer = self.trainer_ref["trainer"]
         c = collective.current()
@@ -43,23 +42,21 @@ class ValidationCallback(TrainerCallback):
         v = self.vcfg
         sampling = SamplingConfig(n=v.samples, temperature=v.temperature, top_p=v.top_p,
                                   max_new_tokens=v.max_new_tokens, seed=step)
-        tok = copy.copy(self.tokenizer)
         with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator) as model:
             was_training = model.training
             model.eval()
             try:
-                outs = HFGenerator(model, tok, batch_size=16, name="validation").generate(
-                    [prompt_messages(p.question) for p in mine], sampling)
+                result = evaluate_problems(
+                    HFGenerator(model, copy.copy(self.tokenizer), batch_size=16, name="validation"),
+                    mine, sampling, benchmark="validation", verify_mode=self.reward_cfg.verifier_mode,
+                    verify_timeout_s=self.reward_cfg.verifier_timeout_s) if mine else None
             finally:
                 model.train(was_training)
-        texts = [g.text for gens in outs for g in gens]
-        refs = [p.reference for p, gens in zip(mine, outs, strict=True) for _ in gens]
-        verdicts = verify_batch(texts, refs, mode=self.reward_cfg.verifier_mode,
-                                timeout_s=self.reward_cfg.verifier_timeout_s) if texts else []
-        tokens = sum(g.num_tokens for gens in outs for g in gens)
-        correct, n, tok_sum = c.sum_floats([sum(x.correct for x in verdicts), len(texts), tokens])
+        samples = result.samples if result else []
+        correct, n, tokens = c.sum_floats([sum(s.correct for s in samples), len(samples),
+                                           sum(s.num_tokens for s in samples)])
         return {"val/accuracy": correct / max(n, 1), "val/samples": n,
-                "val/mean_tokens": tok_sum / max(n, 1)}
+                "val/mean_tokens": tokens / max(n, 1)}
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.global_step == 0:
