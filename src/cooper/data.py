@@ -194,6 +194,8 @@ BUILTIN_SPLITS: dict[str, tuple[str, ...]] = {
     "gsm8k": ("train", "test"),
     "svamp": ("test",),
     "math500": ("test",),
+    "arith": ("train", "test"),  # synthetic, generated (cooper.synthetic)
+    "arith_small": ("train", "test"),
 }
 
 
@@ -221,6 +223,11 @@ def _builtin_rows(name: str, split: str) -> Iterator[tuple[str, Problem]]:
         for row in json.loads(_bundled("svamp", "SVAMP.json").read_text()):
             yield row["ID"], Problem(f"svamp-{row['ID']}", _svamp_question(row["Body"], row["Question"]),
                                      number_to_str(row["Answer"]), "svamp", row["Equation"])
+    elif name in ("arith", "arith_small"):
+        from cooper.synthetic import arithmetic_problems
+
+        for problem in arithmetic_problems(split, name):
+            yield problem.id, problem
     elif name == "math500":
         for where, row in _iter_rows(_bundled("math500", "test.jsonl"), DEFAULT_MAX_ROW_BYTES):
             assert isinstance(row, dict), row

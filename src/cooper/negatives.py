@@ -1,0 +1,212 @@
+"""Negatives for the reward-model update: an assistant rewrites a correct solution into a wrong one.
+
+Cooper (``method.md``, Part 2, step 4) asks an assistant LLM to turn each positive into a
+plausible but wrong solution of similar length. A proposal is accepted only when the verifier
+extracts a final answer from it and finds that answer *not* equivalent to the reference; up to
+``max_attempts`` proposals are tried, then (if enabled) a rule-based rewrite of the final answer
+is the fallback, and otherwise the pair is dropped. Every outcome is recorded with its reason,
+so the metrics count valid, fallback and dropped negatives instead of hiding them.
+
+Sources, all implementing :class:`NegativeSource`:
+
+- :class:`LocalAssistant`: a local causal LM, by default the frozen reference policy that
+  training already holds (no extra weights in memory);
+- :class:`EndpointAssistant`: any OpenAI-compatible server (retries, backoff and a circuit
+  breaker live in :mod:`cooper.endpoint`; a failed request is a ``None`` proposal, so the
+  fallback takes over and a dead endpoint is not hammered);
+- :class:`RewriteNegatives`: changes the final answer by rule (always available, cheap).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from cooper.pairs import Pair, Rollout
+
+if TYPE_CHECKING:
+    from cooper.config import AssistantConfig
+    from cooper.endpoint import Endpoint
+    from cooper.generation import HFGenerator, Messages
+    from cooper.verifier import Verdict
+
+VerifyFn = Callable[[Sequence[str], Sequence[str]], "list[Verdict]"]
+
+ASSISTANT_SYSTEM = ("You write plausible but incorrect solutions to math problems. They are used "
+                    "to train a model that checks solutions, so they must look like genuine "
+                    "attempts.")
+ASSISTANT_TEMPLATE = """Problem:
+{question}
+
+A correct solution, between the markers:
+<<<SOLUTION
+{solution}
+SOLUTION>>>
+
+Rewrite this solution so that it looks like a genuine attempt of similar length and style but \
+contains a reasoning or arithmetic mistake that leads to a different, wrong final answer. The \
+correct final answer is {reference}; yours must differ from it. End with the wrong final answer \
+in \\boxed{{}}. Reply with the rewritten solution only."""
+
+
+def assistant_messages(positive: Rollout) -> Messages:
+    """The assistant's instructions for one positive (``method.md``: wrong reasoning, wrong
+    final result, looks like a real solution)."""
+    return [{"role": "system", "content": ASSISTANT_SYSTEM},
+            {"role": "user", "content": ASSISTANT_TEMPLATE.format(
+                question=positive.question, solution=positive.completion,
+                reference=positive.reference)}]
+
+
+class NegativeSource(Protocol):
+    """Proposes one negative per positive (``None`` where it has none)."""
+
+    name: str
+
+    def propose(self, positives: Sequence[Rollout], *, attempt: int,
+                seed: int) -> list[str | None]: ...
+
+
+class LocalAssistant:
+    """A local causal LM as the assistant (by default the reference policy's weights)."""
+
+    name = "assistant"
+
+    def __init__(self, generator: HFGenerator, *, max_new_tokens: int = 512,
+                 temperature: float = 0.7):
+        self.generator, self.max_new_tokens, self.temperature = generator, max_new_tokens, temperature
+
+    def propose(self, positives: Sequence[Rollout], *, attempt: int, seed: int) -> list[str | None]:
+        from cooper.generation import SamplingConfig
+
+        if not positives:
+            return []
+        # a different seed per attempt: a retry must not repeat the rejected proposal
+        sampling = SamplingConfig(n=1, temperature=self.temperature, top_p=1.0,
+                                  max_new_tokens=self.max_new_tokens, seed=seed * 1000 + attempt)
+        out = self.generator.generate([assistant_messages(p) for p in positives], sampling)
+        return [g[0].text if g[0].text.strip() else None for g in out]
+
+
+class EndpointAssistant:
+    """An OpenAI-compatible chat endpoint as the assistant."""
+
+    name = "assistant"
+
+    def __init__(self, endpoint: Endpoint, *, max_new_tokens: int = 512,
+                 temperature: float = 0.7):
+        self.endpoint, self.max_new_tokens, self.temperature = endpoint, max_new_tokens, temperature
+
+    @classmethod
+    def from_config(cls, a: AssistantConfig) -> EndpointAssistant:
+        from cooper.endpoint import Endpoint, EndpointConfig
+
+        endpoint = Endpoint(EndpointConfig(
+            base_url=a.base_url, model=a.model, api_key_env=a.api_key_env,
+            concurrency=a.concurrency, timeout_s=a.timeout_s, max_retries=a.max_retries))
+        return cls(endpoint, max_new_tokens=a.max_new_tokens, temperature=a.temperature)
+
+    def propose(self, positives: Sequence[Rollout], *, attempt: int, seed: int) -> list[str | None]:
+        if not positives:
+            return []
+        results = self.endpoint.chat_many(
+            [assistant_messages(p) for p in positives], temperature=self.temperature,
+            max_tokens=self.max_new_tokens,
+            seeds=[(seed * 1000 + attempt) * 1000 + i for i in range(len(positives))])
+        return [r.text if r.ok and r.text and r.text.strip() else None for r in results]
+
+    def metrics(self) -> dict[str, float]:
+        """Cumulative request counters, logged under ``assistant/``."""
+        return {k: float(v) for k, v in self.endpoint.stats.metrics("assistant").items()}
+
+    def close(self) -> None:
+        self.endpoint.close()
+
+
+class RewriteNegatives:
+    """Rule-based negatives: the positive with its final answer changed consistently."""
+
+    name = "rewrite"
+
+    def propose(self, positives: Sequence[Rollout], *, attempt: int, seed: int) -> list[str | None]:
+        from cooper.perturb import rewrite_final_answer
+
+        out = []
+        for i, p in enumerate(positives):
+            # seeded per (step seed, position, attempt): reproducible and different per retry
+            rng = random.Random(f"{seed}:{i}:{attempt}")
+            out.append(rewrite_final_answer(p.completion, p.reference, rng))
+        return out
+
+
+@dataclass(frozen=True)
+class NegativeOutcome:
+    """What happened to one positive's negative."""
+
+    negative: str | None  # None: the pair is dropped
+    source: str | None  # name of the source that wrote it ("assistant", "rewrite"), None if dropped
+    attempts: int  # proposals tried, fallback included
+    reason: str  # "accepted", or why the last proposal was rejected
+    fallback: bool = False  # written by the fallback after the assistant failed
+
+
+def rejection_reason(proposal: str | None, verdict: Verdict | None) -> str | None:
+    """None if the proposal is a valid negative, else why not.
+
+    Valid: the verifier extracted a final answer and it is not equivalent to the reference. A
+    proposal without an answer, or whose check timed out, cannot be confirmed wrong.
+    """
+    if proposal is None:
+        return "no_proposal"
+    assert verdict is not None
+    if verdict.correct:
+        return "answer_equals_reference"
+    if verdict.extracted is None:
+        return "no_answer"
+    if verdict.reason != "wrong":
+        return verdict.reason  # timeout / error
+    return None
+
+
+def make_negatives(positives: Sequence[Rollout], *, assistant: NegativeSource | None,
+                   fallback: NegativeSource | None, verify: VerifyFn, max_attempts: int,
+                   seed: int) -> list[NegativeOutcome]:
+    """One outcome per positive: the assistant's attempts, then the fallback, then a drop."""
+    outcomes: list[NegativeOutcome | None] = [None] * len(positives)
+    last_reason = ["no_source"] * len(positives)
+    attempts = [0] * len(positives)
+    pending = list(range(len(positives)))
+    stages = [(assistant, False)] if assistant is not None else []
+    if fallback is not None:
+        stages.append((fallback, True))
+    for source, is_fallback in stages:
+        for attempt in range(max_attempts):
+            if not pending:
+                break
+            proposals = source.propose([positives[i] for i in pending], attempt=attempt, seed=seed)
+            checked = [(i, p) for i, p in zip(pending, proposals, strict=True) if p is not None]
+            verdicts = dict(zip([i for i, _ in checked],
+                                verify([p for _, p in checked],
+                                       [positives[i].reference for i, _ in checked]), strict=True))
+            still = []
+            for i, proposal in zip(pending, proposals, strict=True):
+                attempts[i] += 1
+                why = rejection_reason(proposal, verdicts.get(i))
+                if why is None:
+                    outcomes[i] = NegativeOutcome(proposal, source.name, attempts[i], "accepted",
+                                                  is_fallback)
+                else:
+                    last_reason[i] = f"{source.name}:{why}"
+                    still.append(i)
+            pending = still
+    for i in pending:
+        outcomes[i] = NegativeOutcome(None, None, attempts[i], last_reason[i])
+    return outcomes  # type: ignore[return-value]
+
+
+def build_pairs(positives: Sequence[Rollout], outcomes: Sequence[NegativeOutcome]) -> list[Pair]:
+    """Pairs for the positives whose negative was accepted, in positive order."""
+    return [Pair(p.problem_id, p.question, p.reference, p.completion, o.negative, o.source)
+            for p, o in zip(positives, outcomes, strict=True) if o.negative is not None]

@@ -1,0 +1,68 @@
+"""Periodic validation on held-out problems, scored by the verifier, in every reward mode.
+
+The authors' release logged no validation metrics for model rewards, exactly where hacking
+shows: a policy that fools its reward model keeps a high training reward while its verified
+accuracy on held-out problems falls. Validation runs before the first step, every
+``validation.every_steps`` steps, and after the last one, with the paper's sampling protocol.
+Each process validates a disjoint share of the problems; the counts are summed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transformers import TrainerCallback
+
+from cooper.config import RewardConfig, ValidationConfig
+
+
+class ValidationCallback(TrainerCallback):
+    def __init__(self, vcfg: ValidationConfig, tokenizer, trainer_ref: dict[str, Any],
+                 reward_cfg: RewardConfig):
+        from cooper.data import load_problems
+
+        self.vcfg, self.trainer_ref, self.reward_cfg = vcfg, trainer_ref, reward_cfg
+        self.tokenizer = tokenizer
+        self.problems = list(load_problems(vcfg.dataset, vcfg.split, limit=vcfg.limit))
+
+    def validate(self, step: int) -> dict[str, float]:
+        """Verified accuracy of the current policy on the held-out problems."""
+        import copy
+
+        from trl.models import unwrap_model_for_generation
+
+        from cooper import collective
+        from cooper.evaluate import evaluate_problems
+        from cooper.generation import HFGenerator, SamplingConfig
+        from cooper.pairs import shard
+
+        trainer = self.trainer_ref["trainer"]
+        c = collective.current()
+        mine = shard(self.problems, c.rank, c.world_size)
+        v = self.vcfg
+        sampling = SamplingConfig(n=v.samples, temperature=v.temperature, top_p=v.top_p,
+                                  max_new_tokens=v.max_new_tokens, seed=step)
+        with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator) as model:
+            was_training = model.training
+            model.eval()
+            try:
+                result = evaluate_problems(
+                    HFGenerator(model, copy.copy(self.tokenizer), batch_size=16, name="validation"),
+                    mine, sampling, benchmark="validation", verify_mode=self.reward_cfg.verifier_mode,
+                    verify_timeout_s=self.reward_cfg.verifier_timeout_s) if mine else None
+            finally:
+                model.train(was_training)
+        samples = result.samples if result else []
+        correct, n, tokens = c.sum_floats([sum(s.correct for s in samples), len(samples),
+                                           sum(s.num_tokens for s in samples)])
+        return {"val/accuracy": correct / max(n, 1), "val/samples": n,
+                "val/mean_tokens": tokens / max(n, 1)}
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.global_step == 0:
+            self.trainer_ref["trainer"].log(self.validate(0))
+
+    def on_step_end(self, args, state, control, **kwargs):
+        every = self.vcfg.every_steps
+        if state.global_step == state.max_steps or (every and state.global_step % every == 0):
+            self.trainer_ref["trainer"].record(self.validate(state.global_step))

@@ -1,0 +1,75 @@
+"""Positive selection, sharding and rollout statistics, with hand-worked numbers."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from cooper.pairs import Rollout, rollout_stats, select_positives, shard
+
+
+def R(pid, text, correct, score=None):
+    return Rollout(pid, f"q{pid}", "5", text, correct, "5" if correct else "4", score)
+
+
+ROLLOUTS = [
+    R("a", "a1", False), R("a", "a2", True), R("a", "a3", True),   # a: first correct is a2
+    R("b", "b1", False), R("b", "b2", False),                        # b: no positive, no pair
+    R("c", "c1", True), R("c", "c1", True), R("c", "c3", True),     # c: duplicate text counts once
+]
+
+
+def test_first_correct_per_prompt_like_the_released_code():
+    pos = select_positives(ROLLOUTS)
+    assert [(p.problem_id, p.completion) for p in pos] == [("a", "a2"), ("c", "c1")]
+
+
+def test_several_positives_per_prompt_skip_duplicates():
+    pos = select_positives(ROLLOUTS, per_prompt=2)
+    assert [p.completion for p in pos] == ["a2", "a3", "c1", "c3"]
+
+
+def test_random_choice_is_seeded_and_within_the_correct_ones():
+    a = select_positives(ROLLOUTS, choice="random", rng=random.Random(1))
+    b = select_positives(ROLLOUTS, choice="random", rng=random.Random(1))
+    assert a == b and all(p.correct for p in a) and len(a) == 2
+
+
+def test_groups_split_across_processes_are_selected_once_gathered():
+    # process 0 saw a1, a2; process 1 saw a3 and c*: selection runs on the gathered list
+    gathered = ROLLOUTS[:2] + ROLLOUTS[2:]
+    assert select_positives(gathered) == select_positives(ROLLOUTS)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError):
+        select_positives(ROLLOUTS, per_prompt=0)
+    with pytest.raises(ValueError):
+        select_positives(ROLLOUTS, choice="best")
+
+
+def test_shard_is_disjoint_and_complete():
+    items = list(range(7))
+    parts = [shard(items, r, 3) for r in range(3)]
+    assert parts == [[0, 3, 6], [1, 4], [2, 5]]
+    assert sorted(x for p in parts for x in p) == items
+
+
+def test_rollout_stats_hand_computed():
+    rs = [R("a", "1", True, 0.9), R("a", "2", False, 0.8), R("b", "3", False, 0.2),
+          R("b", "4", True, 0.4)]
+    s = rollout_stats(rs)
+    assert s.rule_mean == 0.5
+    assert s.rm_mean == pytest.approx((0.9 + 0.8 + 0.2 + 0.4) / 4)  # 0.575
+    # rm>0.5 vs verifier: T/T agree, T/F disagree, F/F agree, F/T disagree -> 2/4
+    assert s.agreement == 0.5
+    assert (s.problems_with_positive, s.problems, s.nonfinite_scores) == (2, 2, 0)
+
+
+def test_rollout_stats_ignore_nonfinite_scores_and_count_them():
+    rs = [R("a", "1", True, 0.9), R("a", "2", False, math.nan), R("a", "3", False, math.inf)]
+    s = rollout_stats(rs)
+    assert s.rm_mean == 0.9 and s.agreement == 1.0 and s.nonfinite_scores == 2
+    assert rollout_stats([R("a", "1", True)]).rm_mean is None

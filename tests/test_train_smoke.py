@@ -1,0 +1,159 @@
+"""`cooper train` through the real CLI on tiny models: every mode learns and logs its metrics.
+
+The policy is a tiny model warm-started on single-digit sums (right about half the time, so
+GRPO groups have reward variance); the reward model is a tiny random classifier.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+
+from conftest import run_cli
+
+REQUIRED = ["reward/rm_mean", "reward/rule_mean", "hacking/gap", "rm/agreement", "rm/loss",
+            "rm/pair_acc_before", "rm/pairs", "rm/valid_negatives", "rm/fallback_negatives",
+            "perf/generation", "perf/logprobs", "perf/verify", "perf/rm_score",
+            "perf/policy_update", "perf/negatives", "perf/rm_update", "perf/step"]
+
+
+@pytest.fixture(scope="module")
+def arith():
+    from cooper.synthetic import tiny_arith_models
+
+    return tiny_arith_models()
+
+
+def tiny_args(arith: Path, out: Path, mode: str, *extra: str) -> list[str]:
+    return ["train", "--config", "demo_cpu", f"reward.mode={mode}",
+            f"policy.model={arith / 'policy'}", f"reward.model={arith / 'reward'}",
+            "data.dataset=arith_small", "data.split=train", "data.limit=64",
+            "rollout.prompts_per_step=2", "rollout.samples_per_prompt=4",
+            "rollout.micro_batch_size=4", "rollout.max_completion_length=48",
+            "assistant.max_new_tokens=48", "rm_update.max_attempts=1",
+            "validation.dataset=arith_small", "validation.limit=8",
+            "validation.max_new_tokens=48", "max_steps=2", "policy.lr=1e-4",
+            "reward.max_length=256", f"output_dir={out}", *extra]
+
+
+def weights(folder: Path) -> dict:
+    return {k: v for f in sorted(folder.glob("*.safetensors")) for k, v in load_file(f).items()}
+
+
+def metrics(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def assert_changed(before: dict, after: dict, what: str) -> None:
+    unchanged = [k for k in before if k in after and before[k].equal(after[k])]
+    assert not unchanged, f"{what} tensors that did not change: {unchanged}"
+
+
+@pytest.mark.parametrize("mode", ["rule", "rm", "cooper"])
+def test_each_mode_learns_and_logs_every_metric(arith, tmp_path, mode):
+    out = tmp_path / mode
+    run_cli(*tiny_args(arith, out, mode))
+    rows = metrics(out)
+    steps = [r for r in rows if r["step"] >= 1 and "loss" in r]
+    assert [r["step"] for r in steps] == [1, 2]
+    for row in steps:
+        missing = [m for m in REQUIRED if m not in row]
+        assert not missing, f"step {row['step']} lacks {missing}"
+        assert all(math.isfinite(v) for v in row.values()), row
+        assert row["hacking/gap"] == pytest.approx(row["reward/rm_mean"] - row["reward/rule_mean"])
+    assert "val/accuracy" in rows[0] and rows[0]["step"] == 0  # validated before training
+    assert "val/accuracy" in steps[-1]  # and after the last step
+    assert_changed(weights(arith / "policy"), weights(out / "policy"), "policy")
+    rm_before, rm_after = weights(arith / "reward"), weights(out / "reward_model")
+    if mode == "cooper":
+        assert sum(r["rm/pairs"] for r in steps) > 0
+        assert_changed(rm_before, rm_after, "reward-model")
+    else:  # a fixed reward model stays fixed
+        assert all(rm_before[k].equal(rm_after[k]) for k in rm_before)
+
+
+def test_rule_mode_without_a_reward_model_logs_the_verifier(arith, tmp_path):
+    out = tmp_path / "plain"
+    args = [a for a in tiny_args(arith, out, "rule") if not a.startswith("reward.model=")]
+    run_cli(*args)
+    steps = [r for r in metrics(out) if "loss" in r]
+    assert len(steps) == 2 and all("reward/rule_mean" in r for r in steps)
+    assert not any("reward/rm_mean" in r for r in steps)
+
+
+def test_bad_setting_stops_before_any_work(tmp_path):
+    proc = run_cli("train", "--config", "demo_cpu", "reward.mode=cooper", "rollout.temprature=1",
+                   f"output_dir={tmp_path}", check=False)
+    assert proc.returncode == 2 and "did you mean 'rollout.temperature'" in proc.stderr
+    assert not (tmp_path / "metrics.jsonl").exists()
+
+
+def test_two_processes_keep_identical_reward_models(arith, tmp_path):
+    """accelerate's multi-process launcher on CPU: gradients summed, replicas equal."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import cli_env
+
+    out = tmp_path / "ddp"
+    args = tiny_args(arith, out, "cooper", "assistant.backend=rewrite",
+                     "rollout.micro_batch_size=2")
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
+           "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+           "--dynamo_backend", "no", "-m", "cooper", *args]
+    env = cli_env(MASTER_PORT=str(29500 + os.getpid() % 1000))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    replicas = json.loads((out / "rm_replicas.json").read_text())
+    assert replicas["processes"] == 2 and replicas["identical"]
+    steps = [r for r in metrics(out) if "loss" in r]
+    assert len(steps) == 2 and sum(r["rm/pairs"] for r in steps) > 0
+    assert_changed(weights(arith / "reward"), weights(out / "reward_model"), "reward-model")
+
+
+def test_resume_restores_policy_and_reward_model_state(arith, tmp_path):
+    import torch
+
+    out = tmp_path / "resume"
+    run_cli(*tiny_args(arith, out, "cooper", "save_steps=1", "assistant.backend=rewrite"))
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
+    ckpt2 = out / "checkpoint-2"
+    assert (ckpt2 / "cooper-checkpoint.json").is_file() and (ckpt2 / "reward_model").is_dir()
+    rm_steps_2 = torch.load(ckpt2 / "reward_model_optimizer.pt", weights_only=True)["steps"]
+    assert rm_steps_2 >= 1
+    # a rerun without --resume refuses to mix two runs in one folder
+    refused = run_cli(*tiny_args(arith, out, "cooper"), check=False)
+    assert refused.returncode == 2 and "--resume" in refused.stderr
+
+    run_cli(*tiny_args(arith, out, "cooper", "save_steps=1", "assistant.backend=rewrite",
+                       "max_steps=4"), "--resume")
+    rows = [r for r in metrics(out) if "loss" in r]
+    assert [r["step"] for r in rows] == [1, 2, 3, 4]  # continued, nothing repeated
+    ckpt4 = out / "checkpoint-4"
+    state = json.loads((ckpt4 / "trainer_state.json").read_text())
+    assert state["global_step"] == 4
+    # the reward model's optimiser continued from checkpoint-2's state
+    rm_steps_4 = torch.load(ckpt4 / "reward_model_optimizer.pt", weights_only=True)["steps"]
+    updates_after_resume = sum(r["rm/updated"] for r in rows if r["step"] > 2)
+    assert rm_steps_4 == rm_steps_2 + updates_after_resume
+    # and so did the policy's (AdamW keeps a step count per parameter)
+    opt = torch.load(ckpt4 / "optimizer.pt", weights_only=True)
+    assert max(int(s["step"]) for s in opt["state"].values()) == 4
+
+
+def test_tensorboard_logging_works_offline(arith, tmp_path):
+    out = tmp_path / "tb"
+    run_cli(*tiny_args(arith, out, "rm", "report_to=tensorboard", "max_steps=1",
+                       "validation.enabled=false"))
+    events = list(out.rglob("events.out.tfevents.*"))
+    assert events and sum(e.stat().st_size for e in events) > 0
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(events[0].parent))
+    acc.Reload()
+    assert "train/hacking/gap" in acc.Tags()["scalars"]
