@@ -20,8 +20,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--steps", type=int, default=d.steps, help="Cooper steps (default: %(default)s)")
     p.add_argument("--rm-triples", type=int, default=d.rm_triples,
                    help="labelled triples for the reward model (default: %(default)s)")
+    p.add_argument("--dataset", default=d.dataset,
+                   help="task of every stage (default: %(default)s, where the embedded model has "
+                        "some signal)")
     p.add_argument("--eval-problems", type=int, default=d.eval_problems,
-                   help="held-out SVAMP problems evaluated before and after (default: %(default)s)")
+                   help="test problems evaluated before and after (default: %(default)s)")
     p.add_argument("--seed", type=int, default=d.seed)
     p.set_defaults(func=_demo)
 
@@ -30,7 +33,8 @@ def _demo(args: argparse.Namespace) -> int:
     from cooper.demo import DemoSettings, run_demo
 
     summary = run_demo(DemoSettings(out=args.out, steps=args.steps, rm_triples=args.rm_triples,
-                                    eval_problems=args.eval_problems, seed=args.seed))
+                                    dataset=args.dataset, eval_problems=args.eval_problems,
+                                    seed=args.seed))
     print()
     print(summary.table())
     print(f"\nsummary: {args.out}/summary.json; training metrics: {args.out}/cooper/metrics.jsonl")
