@@ -301,8 +301,14 @@ class RewardModel:
                                      tail=s.tail_chars)
         enc = self.tokenizer(rendered.text, return_offsets_mapping=True,
                              split_special_tokens=True)
-        return fit_to_budget(enc["input_ids"], enc["offset_mapping"], rendered, s.max_length,
-                             self._marker)
+        ids = fit_to_budget(enc["input_ids"], enc["offset_mapping"], rendered, s.max_length,
+                            self._marker)
+        # A tokenizer that appends EOS where EOS is also the pad token: the classifier pools the
+        # rightmost non-pad token, so that EOS is never read; dropping it keeps the pooled
+        # token the last one, as cooper.rm_trunk assumes, and changes no score.
+        while len(ids) > 1 and ids[-1] == self.tokenizer.pad_token_id:
+            ids.pop()
+        return ids
 
     def _batch(self, ids: Sequence[list[int]]) -> dict[str, torch.Tensor]:
         import torch

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from cooper.errors import UserError
 from cooper.reward_model import RewardModel, Triple, progress_bar
 from cooper.rm_metrics import BinaryMetrics, binary_metrics
+from cooper.rm_trunk import FrozenTrunk, unsupported
 
 if TYPE_CHECKING:
     import torch
@@ -96,6 +97,7 @@ class TrainReport:
     train_size: int
     heldout_size: int
     trainable_params: int
+    cached_trunk: bool = False  # frozen layers run once, not every epoch (cooper.rm_trunk)
     optimizer_steps: int = 0
     epochs: list[EpochReport] = field(default_factory=list)
 
@@ -149,6 +151,42 @@ def evaluate(rm: RewardModel, rows: Sequence[LabelledTriple], *, batch_size: int
     return binary_metrics(scores, [bool(r.label) for r in rows])
 
 
+def _cached_metrics(trunk: FrozenTrunk, states: Sequence[torch.Tensor],
+                    rows: Sequence[LabelledTriple], batch_size: int) -> BinaryMetrics:
+    """:func:`evaluate` on frozen-layer states (the same scores, without the frozen layers)."""
+    import torch
+
+    was_training = trunk.rm.model.training
+    trunk.rm.model.eval()
+    scores: list[float] = []
+    with torch.no_grad():
+        for k in range(0, len(states), batch_size):
+            scores += torch.sigmoid(trunk.logits(states[k:k + batch_size])).tolist()
+    trunk.rm.model.train(was_training)
+    return binary_metrics(scores, [bool(r.label) for r in rows])
+
+
+def _frozen_trunk(rm: RewardModel, config: TrainConfig, encoded: list[list[int]],
+                  progress: bool) -> tuple[FrozenTrunk | None, list[torch.Tensor]]:
+    """Cache the frozen layers' output when that is possible and checked to be exact."""
+    reason = unsupported(rm, config.train_layers, sum(map(len, encoded)))
+    if reason:
+        if config.train_layers is not None:
+            log.info("running full forward passes (frozen layers not cached: %s)", reason)
+        return None, []
+    assert config.train_layers is not None
+    trunk = FrozenTrunk(rm, config.train_layers)
+    states = trunk.states(encoded, batch_size=2 * config.batch_size, progress=progress)
+    probe = list(range(min(len(encoded), config.batch_size)))
+    diff = trunk.agrees([encoded[i] for i in probe], [states[i] for i in probe])
+    tolerance = 1e-3 if rm.model.dtype.itemsize >= 4 else 5e-2
+    if diff > tolerance:
+        log.warning("frozen-layer cache disagrees with the full model by %.2g; running full "
+                    "forward passes instead", diff)
+        return None, []
+    return trunk, states
+
+
 def train_bce(rm: RewardModel, rows: Sequence[LabelledTriple], config: TrainConfig, *,
               progress: bool = True,
               on_epoch: Callable[[EpochReport], None] | None = None) -> TrainReport:
@@ -167,10 +205,14 @@ def train_bce(rm: RewardModel, rows: Sequence[LabelledTriple], config: TrainConf
     optimizer = torch.optim.AdamW(param_groups(params, config.weight_decay), lr=config.lr)
     encoded = [rm.encode(r.triple) for r in train]
     labels = torch.tensor([float(bool(r.label)) for r in train])  # [N]
+    held_encoded = [rm.encode(r.triple) for r in held]
+    # every epoch runs only the trained layers when the frozen ones can be cached (rm_trunk)
+    trunk, states = _frozen_trunk(rm, config, encoded + held_encoded, progress)
+    states, held_states = states[:len(encoded)], states[len(encoded):]
     steps_per_epoch = math.ceil(math.ceil(len(train) / config.batch_size) / config.grad_accum)
     total = steps_per_epoch * config.epochs
     warmup = math.ceil(config.warmup_ratio * total)
-    report = TrainReport(len(train), len(held), trainable)
+    report = TrainReport(len(train), len(held), trainable, cached_trunk=trunk is not None)
     for epoch in range(1, config.epochs + 1):
         t0 = time.perf_counter()
         rm.model.train()
@@ -178,7 +220,10 @@ def train_bce(rm: RewardModel, rows: Sequence[LabelledTriple], config: TrainConf
         bar = progress_bar(len(train), f"epoch {epoch}/{config.epochs}", progress)
         loss_sum, seen = 0.0, 0
         for b, idx in enumerate(batches):
-            logits = rm.logits_of_ids([encoded[i] for i in idx])  # [B]
+            if trunk is not None:
+                logits = trunk.logits([states[i] for i in idx])  # [B]
+            else:
+                logits = rm.logits_of_ids([encoded[i] for i in idx])  # [B]
             loss = bce_loss(logits, labels[idx].to(logits.device))
             (loss / config.grad_accum).backward()
             loss_sum += loss.item() * len(idx)
@@ -196,7 +241,11 @@ def train_bce(rm: RewardModel, rows: Sequence[LabelledTriple], config: TrainConf
         bar.close()
         if not math.isfinite(loss_sum):
             raise UserError(f"training diverged in epoch {epoch} (loss {loss_sum}); lower lr")
-        metrics = evaluate(rm, held, batch_size=2 * config.batch_size) if held else None
+        metrics = None
+        if held and trunk is not None:
+            metrics = _cached_metrics(trunk, held_states, held, 2 * config.batch_size)
+        elif held:
+            metrics = evaluate(rm, held, batch_size=2 * config.batch_size)
         ep = EpochReport(epoch, loss_sum / seen, time.perf_counter() - t0, metrics)
         report.epochs.append(ep)
         if on_epoch:

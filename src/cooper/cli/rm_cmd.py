@@ -172,6 +172,7 @@ def _train(args: argparse.Namespace) -> int:
     summary = {
         "base": str(args.base), "data": str(args.data), "train_size": report.train_size,
         "heldout_size": report.heldout_size, "trainable_params": report.trainable_params,
+        "cached_trunk": report.cached_trunk,
         "optimizer_steps": report.optimizer_steps, "train_seconds": round(seconds, 1),
         "config": asdict(config),
         "epochs": [{"epoch": e.epoch, "train_loss": e.train_loss, "seconds": round(e.seconds, 1),
@@ -181,7 +182,8 @@ def _train(args: argparse.Namespace) -> int:
     rm.save(out, extra={"base": str(args.base)})
     (out / "train_report.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(f"saved reward model to {out} ({report.train_size} training triples, "
-          f"{report.optimizer_steps} steps, {seconds:.0f} s)")
+          f"{report.optimizer_steps} steps, {seconds:.0f} s"
+          f"{', frozen layers run once' if report.cached_trunk else ''})")
     return 0
 
 
