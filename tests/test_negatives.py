@@ -88,3 +88,29 @@ def test_assistant_prompt_delimits_the_solution():
     user = msgs[-1]["content"]
     assert user.count("<<<SOLUTION") == 1 and "correct final answer is 5" in user
     assert msgs[0]["role"] == "system" and "plausible but incorrect" in msgs[0]["content"]
+
+
+def test_local_assistant_budget_follows_the_positives_length(tiny_models):
+    # A rewrite "of similar length" gets the longest positive's tokens plus half plus 32, never
+    # more than max_new_tokens. The real tiny generator runs; a thin wrapper records the budget
+    # it was given (its random weights stop at random points, so lengths alone prove nothing).
+    from cooper.generation import HFGenerator
+    from cooper.negatives import LocalAssistant, negative_token_budget
+
+    class Recording(HFGenerator):
+        budgets: list[int] = []
+
+        def generate(self, prompts, sampling, **kw):
+            self.budgets.append(sampling.max_new_tokens)
+            return super().generate(prompts, sampling, **kw)
+
+    base = HFGenerator.load(str(tiny_models.policy))
+    gen = Recording(base.model, base.tokenizer)
+    assert negative_token_budget(10) == 10 + 5 + 32
+    short, long = pos(text="1+1=\\boxed{2}"), pos(pid="q", text="x" * 200 + "\\boxed{5}")
+    texts = LocalAssistant(gen, max_new_tokens=1000).propose([short], attempt=0, seed=0)
+    assert len(texts) == 1
+    LocalAssistant(gen, max_new_tokens=1000).propose([short, long], attempt=0, seed=0)
+    LocalAssistant(gen, max_new_tokens=20).propose([short], attempt=0, seed=0)
+    # the char-level tokenizer: one token per character
+    assert gen.budgets == [negative_token_budget(13), negative_token_budget(209), 20]

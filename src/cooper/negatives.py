@@ -69,6 +69,11 @@ class NegativeSource(Protocol):
                 seed: int) -> list[str | None]: ...
 
 
+def negative_token_budget(positive_tokens: int) -> int:
+    """New tokens allowed for a negative rewritten from a positive of ``positive_tokens``."""
+    return positive_tokens + positive_tokens // 2 + 32
+
+
 class LocalAssistant:
     """A local causal LM as the assistant (by default the reference policy's weights)."""
 
@@ -83,9 +88,15 @@ class LocalAssistant:
 
         if not positives:
             return []
+        # A rewrite "of similar length" needs no more tokens than its longest positive plus
+        # slack: a small assistant that rambles would otherwise run to max_new_tokens, and
+        # every decoding step of the batch costs as much as the longest sequence in it.
+        lengths = self.generator.tokenizer([p.completion for p in positives],
+                                           add_special_tokens=False)["input_ids"]
+        budget = min(self.max_new_tokens, negative_token_budget(max(map(len, lengths))))
         # a different seed per attempt: a retry must not repeat the rejected proposal
         sampling = SamplingConfig(n=1, temperature=self.temperature, top_p=1.0,
-                                  max_new_tokens=self.max_new_tokens, seed=seed * 1000 + attempt)
+                                  max_new_tokens=budget, seed=seed * 1000 + attempt)
         out = self.generator.generate([assistant_messages(p) for p in positives], sampling)
         return [g[0].text if g[0].text.strip() else None for g in out]
 
