@@ -35,6 +35,8 @@ from cooper.extraction import (
     ("The answer is 3.5.", "3.5", "answer_is"),
     ("the answer is \\(x^2\\) here", "x^2", "answer_is"),
     ("It costs 3 dollars.\n#### 3\nThe answer is \\boxed{4}", "4", "boxed"),  # boxed wins
+    # the prompt's instruction echoed after the answer: an empty box is not the answer
+    ("x = \\boxed{5}. Remember to put the final answer within \\boxed{}.", "5", "boxed"),
 ])
 def test_strict_rules(text, answer, kind):
     span = find_answer(text)
@@ -43,7 +45,8 @@ def test_strict_rules(text, answer, kind):
 
 
 @pytest.mark.parametrize("text", ["", None, "no answer here", "it is 7", r"\boxed{}", "#### ",
-                                  "\\boxed{" + "{" * 10, "The answer is"])
+                                  "\\boxed{" + "{" * 10, "The answer is",
+                                  "The answer is within \\boxed{}. I think."])
 def test_strict_finds_nothing(text):
     assert find_answer(text) is None
 

@@ -50,6 +50,7 @@ class AnswerSpan:
 # ------------------------------------------------------------------ rule 1: \boxed{...}
 
 _BOXED_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_EMPTY_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{\s*\}")
 _BRACE = re.compile(r"\\.|[{}]", re.DOTALL)  # an escaped char (skipped) or a brace
 
 
@@ -85,7 +86,11 @@ def find_boxed(text: str) -> AnswerSpan | None:
         close = _balanced_end(text, m.end() - 1)
         if close is None:
             continue
-        return _stripped_span(text, m.end(), close, "boxed")
+        span = _stripped_span(text, m.end(), close, "boxed")
+        # an empty box is the prompt's instruction echoed ("put your final answer within
+        # \boxed{}"), not an answer: an earlier box may hold the real one
+        if span is not None:
+            return span
     return None
 
 
@@ -161,7 +166,11 @@ def _phrase_answer(text: str, start: int) -> AnswerSpan | None:
     end = m.start() if m else limit
     while end > start and text[end - 1] in _DECOR:
         end -= 1
-    return _stripped_span(text, start, end, "answer_is")
+    span = _stripped_span(text, start, end, "answer_is")
+    # "the answer is within \boxed{}" echoes the instruction; it states no answer
+    if span is not None and _EMPTY_BOX.search(span.text):
+        return None
+    return span
 
 
 def _is_math_dollar(text: str, inner: int, end: int) -> bool:
