@@ -17,6 +17,7 @@ How the pieces meet (verified on trl 1.16):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 COMPLETE_MARKER = "cooper-checkpoint.json"
 RM_FOLDER = "reward_model"
 RM_OPTIMIZER = "reward_model_optimizer.pt"
+STAGING = ".staging"  # checkpoints are written here, then renamed into the run folder
 
 
 # ------------------------------------------------------------------ reward functions
@@ -206,10 +208,15 @@ class CooperTrainer(GRPOTrainer):
     def _save_checkpoint(self, model, trial):
         run_dir = super()._get_output_dir(trial)
         name = f"checkpoint-{self.state.global_step}"
-        self._staging_root = os.path.join(run_dir, ".staging")
+        self._staging_root = os.path.join(run_dir, STAGING)
+        staged = os.path.join(self._staging_root, name)
         try:
+            # a run killed while staging this very step left files behind: start clean, so
+            # none of them can end up in the new checkpoint
+            if self.args.should_save and os.path.exists(staged):
+                shutil.rmtree(staged)
+            self.accelerator.wait_for_everyone()
             super()._save_checkpoint(model, trial)
-            staged = os.path.join(self._staging_root, name)
             self.accelerator.wait_for_everyone()
             if self.args.should_save:
                 save_reward_model_state(self.cooper, staged)
@@ -220,6 +227,8 @@ class CooperTrainer(GRPOTrainer):
                 if os.path.exists(final):  # a rerun of the same step replaces it
                     shutil.rmtree(final)
                 os.replace(staged, final)
+                with contextlib.suppress(OSError):  # leave no empty staging folder behind
+                    os.rmdir(self._staging_root)
                 _rotate(run_dir, self.args.save_total_limit)
             self.accelerator.wait_for_everyone()
         finally:
@@ -270,6 +279,21 @@ def _rotate(run_dir: str, keep: int) -> None:
     done = sorted(complete_checkpoints(run_dir), key=lambda p: int(p.name.split("-")[-1]))
     for old in done[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def discard_staged_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
+    """Remove checkpoints left half-written in the staging folder by a run that was stopped
+    while saving (they never reached the run folder, so nothing resumes from them); returns
+    what was removed, each one reported."""
+    staging = Path(run_dir) / STAGING
+    if not staging.is_dir():
+        return []
+    removed = sorted(staging.iterdir())
+    for p in removed:
+        log.warning("discarding incomplete checkpoint %s (the run was stopped while writing "
+                    "it)", p)
+    shutil.rmtree(staging)
+    return removed
 
 
 def complete_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
