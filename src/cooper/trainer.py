@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import shutil
 import time
@@ -74,6 +75,7 @@ def _log_rollout_stats(log_metric, stats, seconds: dict[str, float]) -> None:
         log_metric("reward/rm_mean", stats.rm_mean)
         log_metric("hacking/gap", stats.rm_mean - stats.rule_mean)
         log_metric("rm/agreement", stats.agreement)
+    if stats.rm_mean is not None or stats.nonfinite_scores:  # counted even when all are
         log_metric("reward/nonfinite", stats.nonfinite_scores)
     log_metric("rm/problems_with_positive", stats.problems_with_positive)
     for name, value in seconds.items():
@@ -85,8 +87,16 @@ def reward_functions(batch: _Batch) -> tuple[list, list[float]]:
 
     def rule(prompts, completions, problem_id, question, reference, trainer_state, log_metric,
              **_):
-        return [float(r.correct) for r in batch.rollouts(completions, problem_id, question,
-                                                         reference, log_metric, trainer_state)]
+        rollouts = batch.rollouts(completions, problem_id, question, reference, log_metric,
+                                  trainer_state)
+        if cooper.mode == "rule":
+            return [float(r.correct) for r in rollouts]
+        # The verdict is only logged here (weight 0). Where the reward model's score is not
+        # finite the row must be unscorable in *every* column: TRL then gives it zero advantage
+        # and leaves it out of its group's mean. A finite verdict beside a NaN score would be
+        # summed into a reward of 0 instead, the lowest a probability can be.
+        return [float(r.correct) if r.rm_score is not None and math.isfinite(r.rm_score)
+                else None for r in rollouts]
 
     def reward_model(prompts, completions, problem_id, question, reference, trainer_state,
                      log_metric, **_):
