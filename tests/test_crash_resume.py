@@ -190,3 +190,20 @@ def test_killed_while_checkpointing_then_mid_step_resumes_bit_for_bit(arith, tmp
     # every step's numbers (losses, rewards, reward-model update) are the same, none repeated
     assert step_rows(out) == step_rows(full)
     assert [r["step"] for r in step_rows(out)] == list(range(1, STEPS + 1))
+
+
+def test_incomplete_checkpoints_are_reported_and_skipped(tmp_path, caplog):
+    from cooper.trainer import complete_checkpoints, discard_staged_checkpoints
+
+    for step in (1, 2, 10):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+    for step in (1, 2):  # checkpoint-10 has no marker: it was not written by a finished save
+        (tmp_path / f"checkpoint-{step}" / "cooper-checkpoint.json").write_text("{}")
+    (staged(tmp_path, 11)).mkdir(parents=True)
+    (staged(tmp_path, 11) / "model.safetensors").write_bytes(b"half")
+    with caplog.at_level("WARNING"):
+        assert [p.name for p in complete_checkpoints(tmp_path)] == ["checkpoint-1", "checkpoint-2"]
+        assert discard_staged_checkpoints(tmp_path) == [staged(tmp_path, 11)]
+    assert f"skipping incomplete checkpoint {tmp_path / 'checkpoint-10'}" in caplog.text
+    assert f"discarding incomplete checkpoint {staged(tmp_path, 11)}" in caplog.text
+    assert not (tmp_path / ".staging").exists() and (tmp_path / "checkpoint-10").exists()
