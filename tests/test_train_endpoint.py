@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import run_cli
+from conftest import cli_env, run_cli
 from openai_server import OpenAIServer, unused_port_url
 from test_train_smoke import metrics, tiny_args
 
@@ -69,3 +69,81 @@ def test_a_dead_endpoint_falls_back_and_is_counted(arith, tmp_path):
     assert with_pairs and sum(r["rm/fallback_negatives"] for r in with_pairs) > 0
     assert all(r["rm/valid_negatives"] == 0 for r in with_pairs)
     assert rows[-1]["assistant/failed"] > 0 and rows[-1]["assistant/succeeded"] == 0
+
+
+def _reference(request) -> int:
+    return int(re.search(r"correct final answer is (-?\d+)", request.last_user).group(1))
+
+
+def correct_when_even(request) -> str:
+    """A wrong solution, except where the answer is even: there the "negative" is correct."""
+    ref = _reference(request)
+    answer = ref if ref % 2 == 0 else ref + 1
+    return f"Adding them gives {answer}. The answer is \\boxed{{{answer}}}."
+
+
+def test_every_endpoint_fault_falls_back_is_counted_and_training_goes_on(arith, tmp_path):
+    faults = ("refused", "http_500", "http_429", "slow", "malformed", "empty")
+    with OpenAIServer(reply=correct_when_even, slow_s=3, retry_after=0.1) as server:
+        server.script(*faults)  # the first six requests fail, one of each kind, then it answers
+        t0 = time.monotonic()
+        # one request at a time and no retries: request i is the i-th the server saw
+        run_cli(*endpoint_args(arith, tmp_path, server.url, "assistant.timeout_s=1",
+                               "assistant.max_retries=0", "assistant.concurrency=1",
+                               "rm_update.positives_per_prompt=4", "max_steps=4"))
+        took = time.monotonic() - t0
+        answered = server.requests[len(faults):]
+        served = dict(server.served)
+    rows = [r for r in metrics(tmp_path) if "loss" in r]
+    assert [r["step"] for r in rows] == [1, 2, 3, 4] and took < 120  # no deadlock, no crash
+    assert all(served.get(f) == 1 for f in faults) and answered, served
+    last = rows[-1]
+    # each fault counted by kind: "slow" ran past the timeout, a dropped connection is "refused"
+    for kind in ("refused", "http_5xx", "http_429", "timeout", "malformed", "empty"):
+        assert last[f"assistant/failures/{kind}"] == 1, kind
+    assert last["assistant/failed"] == 6 and last["assistant/succeeded"] == len(answered)
+    # a failed request, and a "negative" whose answer is the reference, both go to the fallback
+    correct = sum(_reference(r) % 2 == 0 for r in answered)
+    assert correct >= 1  # the correct "negative" was seen, and rejected
+    rm = [r for r in rows if "rm/pairs" in r]
+    assert sum(r["rm/valid_negatives"] for r in rm) == len(answered) - correct
+    assert sum(r["rm/fallback_negatives"] + r["rm/dropped_pairs"] for r in rm) == 6 + correct
+    assert sum(r["rm/positives"] for r in rm) == 6 + len(answered)
+
+
+def test_a_failing_endpoint_is_not_hammered(arith, tmp_path):
+    with OpenAIServer(reply=wrong_solution()) as server:
+        server.fail_next("http_500", 10_000)  # it answers, always with an error
+        run_cli(*endpoint_args(arith, tmp_path, server.url, "assistant.max_retries=3",
+                               "assistant.concurrency=1", "max_steps=4"))
+        sent = len(server.requests)
+    rows = [r for r in metrics(tmp_path) if "loss" in r]
+    last = rows[-1]
+    assert len(rows) == 4 and sum(r["rm/fallback_negatives"] for r in rows if "rm/pairs" in r) > 0
+    # the breaker opened after 5 consecutive failures; later requests were answered
+    # "endpoint_down" at once instead of being sent (each would have cost 4 attempts)
+    assert last["assistant/breaker_opened"] >= 1 and last["assistant/breaker_rejected"] > 0
+    assert sent == last["assistant/attempts"] <= 5 + last["assistant/breaker_probes"]
+    assert last["assistant/failures/endpoint_down"] == last["assistant/breaker_rejected"]
+
+
+def test_a_planted_api_key_reaches_the_server_but_no_file_or_log(arith, tmp_path):
+    key = "sk-cooper-planted-9f8e7d6c5b4a"
+    out = tmp_path / "run"
+    with OpenAIServer(reply=wrong_solution(), api_key=key, slow_s=3) as server:
+        # error paths too: an error body or a retry must not echo the key
+        server.script("http_500", "malformed", "refused", "http_429")
+        proc = run_cli("--verbose", *endpoint_args(
+            arith, out, server.url, "assistant.api_key_env=COOPER_TEST_ASSISTANT_KEY",
+            "assistant.timeout_s=1", "save_steps=1", "report_to=tensorboard"),
+            env=cli_env(COOPER_TEST_ASSISTANT_KEY=key))
+        auth = {r.authorization for r in server.requests}
+        served = dict(server.served)
+    assert auth == {f"Bearer {key}"} and served.get("ok", 0) > 0  # it was really sent, and used
+    assert "unauthorized" not in served
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert any(p.name == "metrics.jsonl" for p in files) and any("checkpoint-" in str(p) for p in files)
+    leaked = [str(p) for p in files if key.encode() in p.read_bytes()]
+    assert not leaked, f"the key was written to {leaked}"
+    assert key not in proc.stdout and key not in proc.stderr
+    assert "COOPER_TEST_ASSISTANT_KEY" in (out / "config.yaml").read_text()  # the name is kept

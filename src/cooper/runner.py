@@ -176,6 +176,7 @@ def run(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
         _Batch,
         _StepTimer,
         complete_checkpoints,
+        discard_staged_checkpoints,
         load_reward_model_state,
         reward_functions,
     )
@@ -195,6 +196,7 @@ def run(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
         log.warning("--resume: no complete checkpoint in %s; starting from step 0", out)
     if state.is_main_process:
         out.mkdir(parents=True, exist_ok=True)
+        discard_staged_checkpoints(out)
         (out / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
         _trim_metrics(out / "metrics.jsonl", _step_of(last) if last else -1)
     state.wait_for_everyone()

@@ -17,8 +17,10 @@ How the pieces meet (verified on trl 1.16):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import math
 import os
 import shutil
 import time
@@ -36,6 +38,7 @@ log = logging.getLogger(__name__)
 COMPLETE_MARKER = "cooper-checkpoint.json"
 RM_FOLDER = "reward_model"
 RM_OPTIMIZER = "reward_model_optimizer.pt"
+STAGING = ".staging"  # checkpoints are written here, then renamed into the run folder
 
 
 # ------------------------------------------------------------------ reward functions
@@ -72,6 +75,7 @@ def _log_rollout_stats(log_metric, stats, seconds: dict[str, float]) -> None:
         log_metric("reward/rm_mean", stats.rm_mean)
         log_metric("hacking/gap", stats.rm_mean - stats.rule_mean)
         log_metric("rm/agreement", stats.agreement)
+    if stats.rm_mean is not None or stats.nonfinite_scores:  # counted even when all are
         log_metric("reward/nonfinite", stats.nonfinite_scores)
     log_metric("rm/problems_with_positive", stats.problems_with_positive)
     for name, value in seconds.items():
@@ -83,8 +87,16 @@ def reward_functions(batch: _Batch) -> tuple[list, list[float]]:
 
     def rule(prompts, completions, problem_id, question, reference, trainer_state, log_metric,
              **_):
-        return [float(r.correct) for r in batch.rollouts(completions, problem_id, question,
-                                                         reference, log_metric, trainer_state)]
+        rollouts = batch.rollouts(completions, problem_id, question, reference, log_metric,
+                                  trainer_state)
+        if cooper.mode == "rule":
+            return [float(r.correct) for r in rollouts]
+        # The verdict is only logged here (weight 0). Where the reward model's score is not
+        # finite the row must be unscorable in *every* column: TRL then gives it zero advantage
+        # and leaves it out of its group's mean. A finite verdict beside a NaN score would be
+        # summed into a reward of 0 instead, the lowest a probability can be.
+        return [float(r.correct) if r.rm_score is not None and math.isfinite(r.rm_score)
+                else None for r in rollouts]
 
     def reward_model(prompts, completions, problem_id, question, reference, trainer_state,
                      log_metric, **_):
@@ -206,10 +218,15 @@ class CooperTrainer(GRPOTrainer):
     def _save_checkpoint(self, model, trial):
         run_dir = super()._get_output_dir(trial)
         name = f"checkpoint-{self.state.global_step}"
-        self._staging_root = os.path.join(run_dir, ".staging")
+        self._staging_root = os.path.join(run_dir, STAGING)
+        staged = os.path.join(self._staging_root, name)
         try:
+            # a run killed while staging this very step left files behind: start clean, so
+            # none of them can end up in the new checkpoint
+            if self.args.should_save and os.path.exists(staged):
+                shutil.rmtree(staged)
+            self.accelerator.wait_for_everyone()
             super()._save_checkpoint(model, trial)
-            staged = os.path.join(self._staging_root, name)
             self.accelerator.wait_for_everyone()
             if self.args.should_save:
                 save_reward_model_state(self.cooper, staged)
@@ -220,6 +237,8 @@ class CooperTrainer(GRPOTrainer):
                 if os.path.exists(final):  # a rerun of the same step replaces it
                     shutil.rmtree(final)
                 os.replace(staged, final)
+                with contextlib.suppress(OSError):  # leave no empty staging folder behind
+                    os.rmdir(self._staging_root)
                 _rotate(run_dir, self.args.save_total_limit)
             self.accelerator.wait_for_everyone()
         finally:
@@ -270,6 +289,21 @@ def _rotate(run_dir: str, keep: int) -> None:
     done = sorted(complete_checkpoints(run_dir), key=lambda p: int(p.name.split("-")[-1]))
     for old in done[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def discard_staged_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
+    """Remove checkpoints left half-written in the staging folder by a run that was stopped
+    while saving (they never reached the run folder, so nothing resumes from them); returns
+    what was removed, each one reported."""
+    staging = Path(run_dir) / STAGING
+    if not staging.is_dir():
+        return []
+    removed = sorted(staging.iterdir())
+    for p in removed:
+        log.warning("discarding incomplete checkpoint %s (the run was stopped while writing "
+                    "it)", p)
+    shutil.rmtree(staging)
+    return removed
 
 
 def complete_checkpoints(run_dir: str | os.PathLike) -> list[Path]:

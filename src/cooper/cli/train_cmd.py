@@ -22,6 +22,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="settings to change, e.g. reward.mode=rm rollout.samples_per_prompt=8")
     p.add_argument("--resume", action="store_true",
                    help="continue from the last complete checkpoint in output_dir")
+    p.add_argument("--skip-bad", action="store_true",
+                   help="skip malformed training rows, counting and logging them, instead of "
+                        "stopping (same as data.skip_bad=true)")
     p.add_argument("--print-config", action="store_true",
                    help="print the resolved settings as YAML and exit")
     p.add_argument("--settings", action="store_true",
@@ -39,7 +42,9 @@ def _train(args: argparse.Namespace) -> int:
         for key, doc in field_docs().items():
             print(f"{key} = {get_key(defaults, key)!r}\n    {doc}")
         return 0
-    cfg = load_config(args.config, args.overrides)
+    # a bad row's error message names --skip-bad, so the flag must exist here too
+    overrides = [*args.overrides, "data.skip_bad=true"] if args.skip_bad else args.overrides
+    cfg = load_config(args.config, overrides)
     if args.print_config:
         print(yaml.safe_dump(cfg.to_dict(), sort_keys=False), end="")
         return 0
