@@ -22,6 +22,7 @@ came from the reward model *before* its update):
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 import time
@@ -37,6 +38,8 @@ from cooper.pairs import Rollout, RolloutStats, rollout_stats, select_positives,
 if TYPE_CHECKING:
     from cooper.reward_model import RewardModel
     from cooper.rm_training import PairwiseUpdater
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -172,6 +175,10 @@ class CooperReward:
                                      else pending.negatives())
         seconds_negatives = time.perf_counter() - t  # what the step waited for
         pairs = build_pairs(pending.positives, outcomes)
+        for p, o in zip(pending.positives, outcomes, strict=True):
+            if o.negative is None:  # counted in rm/dropped_pairs; the log says why
+                log.info("step %d: no negative for %s after %d attempts (%s); pair dropped",
+                         pending.step, p.problem_id, o.attempts, o.reason)
         local = [len(pairs), sum(o.negative is not None and not o.fallback for o in outcomes),
                  sum(o.fallback for o in outcomes), sum(o.negative is None for o in outcomes)]
         total_pairs, valid, fallback, dropped = (int(x) for x in c.sum_floats(local))

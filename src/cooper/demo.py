@@ -36,7 +36,10 @@ from cooper.errors import UserError
 class DemoSettings:
     out: str = "runs/demo"  # folder for every artefact
     rm_triples: int = 160  # labelled triples for the reward model (half correct)
-    rm_epochs: int = 1
+    # 128 small steps at a high rate for the top layers: held-out accuracy near 1.0 on this
+    # task in about two minutes (1 epoch at the library's default rate stays at chance)
+    rm_epochs: int = 6
+    rm_lr: float = 2e-4
     rm_train_layers: int = 4  # top decoder layers trained (the rest frozen): minutes, not hours
     rm_max_length: int = 384
     dataset: str = "arith_small"  # the task of every stage
@@ -170,8 +173,8 @@ def _train_rm(data_file: Path, rm_dir: Path, s: DemoSettings) -> float:
 
     rows = list(load_triples(data_file))
     rm = RewardModel.load(DEFAULT_MODEL, max_length=s.rm_max_length, dtype="float32")
-    report = train_bce(rm, rows, TrainConfig(epochs=s.rm_epochs, seed=s.seed, holdout=0.2,
-                                             train_layers=s.rm_train_layers))
+    report = train_bce(rm, rows, TrainConfig(lr=s.rm_lr, epochs=s.rm_epochs, seed=s.seed,
+                                             holdout=0.2, train_layers=s.rm_train_layers))
     rm.save(rm_dir)
     last = report.epochs[-1].heldout
     return last.accuracy if last is not None else float("nan")
