@@ -26,7 +26,7 @@ def test_bench_step_reports_every_stage_and_the_ratios(arith, tmp_path):
             str(tmp_path / "step.md"), *overrides, "policy.lr=0", "assistant.backend=rewrite")
     result = json.loads(out.read_text())
     assert set(result["modes"]) == {"rule", "rm", "cooper"}
-    for mode, r in result["modes"].items():
+    for r in result["modes"].values():
         assert r["measured_steps"] == 1 and r["step_median_s"] > 0 and r["peak_rss_mb"] > 50
         assert set(r["stages_median_s"]) >= {"generation", "logprobs", "verify", "rm_score",
                                              "policy_update", "negatives", "rm_update"}
