@@ -15,6 +15,7 @@ from conftest import run_cli
 
 ARMS = ("rule", "rm", "cooper")
 TINY = ["setup.policy=tiny-random", "setup.reward_model=tiny-random", "rm_init.triples=8",
+        "rm_init.unfinished=2",
         "probe.triples=8", "final_eval.limit=4", "final_eval.samples=1",
         "final_eval.max_new_tokens=12", "train.max_steps=2", "train.save_steps=1",
         "train.rollout.prompts_per_step=2", "train.rollout.samples_per_prompt=2",
@@ -32,6 +33,10 @@ def test_experiment_runs_every_arm_resumes_and_reports(tmp_path):
     setup = json.loads((out / "setup" / "setup.json").read_text())
     assert (out / "setup" / "probe.jsonl").is_file() and (out / "setup" / "reward_model").is_dir()
     assert set(setup["initial_eval"]["benchmarks"]) == {"arith_small:test"}
+    rm_rows = [json.loads(x) for x in (out / "setup" / "rm_train.jsonl").read_text().splitlines()]
+    unfinished = [r for r in rm_rows if "/unfinished-" in r["id"]]
+    assert len(rm_rows) == 10 and len(unfinished) == 2
+    assert all(r["label"] == 0 and "}." not in r["completion"] for r in unfinished)
     for arm in ARMS:
         folder = out / "arms" / arm
         done = json.loads((folder / "arm.json").read_text())

@@ -72,6 +72,8 @@ class SetupConfig:
 class RMInitConfig:
     triples: int = 0
     """perturbed triples (half gold, half wrong) the initial reward model is trained on; 0: use it as is"""
+    unfinished: int = 0
+    """extra wrong triples: gold solutions cut off before their final answer (as if out of tokens)"""
     dataset: str = "arith_small"
     """problems whose gold solutions and perturbed copies train the initial reward model"""
     split: str = "train"
@@ -150,6 +152,9 @@ class ExperimentConfig:
         if not self.setup.reward_model:
             raise ConfigError("setup.reward_model is required (every arm gets the same initial "
                               "reward model): set setup.reward_model=DIR to a trained VerifyRM")
+        if self.rm_init.unfinished < 0 or (self.rm_init.unfinished and not self.rm_init.triples):
+            raise ConfigError("rm_init.unfinished needs rm_init.triples > 0 (it cuts their gold "
+                              "solutions)")
         if self.rm_init.triples < 0 or self.rm_init.triples % 2:
             raise ConfigError(f"rm_init.triples must be an even number >= 0 (gold + perturbed "
                               f"pairs), got {self.rm_init.triples}")
@@ -266,14 +271,25 @@ def _tiny_model(name: str, role: str, folder: Path, seed: int) -> Path:
     return dst
 
 
-def _triples_file(path: Path, dataset: str, split: str, n: int, seed: int) -> Path:
+def _triples_file(path: Path, dataset: str, split: str, n: int, seed: int,
+                  unfinished: int = 0) -> Path:
+    """Gold solutions (label 1) and perturbed copies (label 0); ``unfinished`` more label-0
+    triples are gold solutions cut at a random point before their final answer."""
     from cooper.data import load_problems
-    from cooper.perturb import perturbed_triples
+    from cooper.perturb import Triple, perturbed_triples
 
-    triples, _ = perturbed_triples(load_problems(dataset, split), n, random.Random(seed))
+    rng = random.Random(seed)
+    triples, _ = perturbed_triples(load_problems(dataset, split), n, rng)
     if len(triples) < n:
         raise UserError(f"{dataset}/{split} gave only {len(triples)} perturbed triples of the "
                         f"{n} asked for; lower the number")
+    golds = [t for t in triples if t.label == 1]
+    for i in range(unfinished):
+        g = rng.choice(golds)
+        end = g.completion.rfind(g.reference) if g.reference in g.completion else len(g.completion)
+        cut = g.completion[:rng.randint(1, max(1, end - 1))]
+        triples.append(Triple(f"{g.id}/unfinished-{i}", g.source, g.question, g.reference, cut, 0))
+    rng.shuffle(triples)
     path.write_text("".join(json.dumps(t.to_json()) + "\n" for t in triples))
     return path
 
@@ -314,7 +330,7 @@ def run_setup(exp: ExperimentConfig, out: Path) -> Setup:
     info: dict[str, Any] = {}
     if exp.rm_init.triples:
         data = _triples_file(folder / "rm_train.jsonl", exp.rm_init.dataset, exp.rm_init.split,
-                             exp.rm_init.triples, seed)
+                             exp.rm_init.triples, seed, exp.rm_init.unfinished)
         info["rm_init"] = _train_initial_rm(exp, base, data, folder / "reward_model")
         reward_model = str(folder / "reward_model")
     else:
