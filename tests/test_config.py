@@ -91,3 +91,10 @@ def test_derived_batch_arithmetic():
                            "rollout.micro_batch_size=8"])
     assert c.derived(1) == {"completions_per_step": 64, "gradient_accumulation_steps": 8}
     assert c.derived(2)["gradient_accumulation_steps"] == 4
+
+
+def test_rm_probe_needs_a_reward_model():
+    with pytest.raises(ConfigError, match="validation.rm_probe"):
+        load_config(None, ["reward.mode=rule", "validation.rm_probe=probe.jsonl"]).validate()
+    load_config(None, ["reward.mode=rule", "reward.model=x",
+                       "validation.rm_probe=probe.jsonl"]).validate()

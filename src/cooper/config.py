@@ -176,6 +176,8 @@ class ValidationConfig:
     """generated tokens per validation sample"""
     enabled: bool = True
     """run validation at all"""
+    rm_probe: str | None = None
+    """labelled triples file scored by the current reward model at every validation (val/rm_probe_*)"""
 
 
 @dataclass
@@ -211,6 +213,9 @@ class TrainConfig:
             raise ConfigError(
                 f"reward.mode={self.reward.mode} needs a reward model: set reward.model=DIR to a "
                 "folder from `cooper rm train` (or any causal LM checkpoint to start from scratch)")
+        if self.validation.rm_probe and not self.reward.model:
+            raise ConfigError("validation.rm_probe scores the reward model, but there is none: "
+                              "set reward.model=DIR or drop validation.rm_probe")
         if self.assistant.backend == "endpoint" and not (self.assistant.base_url and self.assistant.model):
             raise ConfigError("assistant.backend=endpoint needs assistant.base_url=URL and "
                               "assistant.model=NAME")

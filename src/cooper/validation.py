@@ -5,6 +5,12 @@ shows: a policy that fools its reward model keeps a high training reward while i
 accuracy on held-out problems falls. Validation runs before the first step, every
 ``validation.every_steps`` steps, and after the last one, with the paper's sampling protocol.
 Each process validates a disjoint share of the problems; the counts are summed.
+
+With ``validation.rm_probe`` set, every validation also scores a fixed labelled set of triples
+with the *current* reward model (``val/rm_probe_accuracy``, ``val/rm_probe_auroc``): the paper's
+question of whether a reward model updated during RL forgets what it knew (its Figure 4 tracks
+VerifyBench accuracy over training). In ``rule`` and ``rm`` modes the model is frozen and the
+line is flat, which is the check that the probe itself is deterministic.
 """
 
 from __future__ import annotations
@@ -24,6 +30,11 @@ class ValidationCallback(TrainerCallback):
         self.vcfg, self.trainer_ref, self.reward_cfg = vcfg, trainer_ref, reward_cfg
         self.tokenizer = tokenizer
         self.problems = list(load_problems(vcfg.dataset, vcfg.split, limit=vcfg.limit))
+        self.probe = None
+        if vcfg.rm_probe:
+            from cooper.rm_data import load_triples
+
+            self.probe = load_triples(vcfg.rm_probe).rows  # a bad file stops before training
 
     def validate(self, step: int) -> dict[str, float]:
         """Verified accuracy of the current policy on the held-out problems."""
@@ -55,8 +66,26 @@ class ValidationCallback(TrainerCallback):
         samples = result.samples if result else []
         correct, n, tokens = c.sum_floats([sum(s.correct for s in samples), len(samples),
                                            sum(s.num_tokens for s in samples)])
-        return {"val/accuracy": correct / max(n, 1), "val/samples": n,
-                "val/mean_tokens": tokens / max(n, 1)}
+        out = {"val/accuracy": correct / max(n, 1), "val/samples": n,
+               "val/mean_tokens": tokens / max(n, 1)}
+        cooper = getattr(trainer, "cooper", None)
+        if self.probe and cooper is not None and cooper.rm is not None:
+            out.update(self.probe_metrics(cooper.rm, c))
+        return out
+
+    def probe_metrics(self, rm, c) -> dict[str, float]:
+        """The current reward model on the fixed labelled probe (each process scores a share)."""
+        import math
+
+        from cooper.pairs import shard
+        from cooper.rm_metrics import binary_metrics
+
+        mine = shard(self.probe, c.rank, c.world_size)
+        scores = rm.score([r.triple for r in mine], batch_size=self.reward_cfg.score_batch_size)
+        scored = c.gather_objects([(s, bool(r.label)) for s, r in zip(scores, mine, strict=True)])
+        m = binary_metrics([s for s, _ in scored], [y for _, y in scored])
+        return {"val/rm_probe_accuracy": m.accuracy,
+                "val/rm_probe_auroc": m.auroc if math.isfinite(m.auroc) else 0.5}
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.global_step == 0:

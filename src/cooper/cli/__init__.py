@@ -18,7 +18,8 @@ from cooper import __version__
 from cooper.errors import UserError
 
 # Order here is the order in `cooper --help`: the pipeline from data to report.
-GROUPS = ("demo_cmd", "models_cmd", "data_cmd", "verify_cmd", "rm_cmd", "train_cmd", "eval_cmd", "bench_cmd")
+GROUPS = ("demo_cmd", "models_cmd", "data_cmd", "verify_cmd", "rm_cmd", "train_cmd", "eval_cmd",
+          "experiment_cmd", "report_cmd", "bench_cmd")
 
 
 def build_parser() -> argparse.ArgumentParser:
