@@ -128,3 +128,15 @@ def test_cli_errors_say_how_to_fix(tmp_path):
                     tmp_path / "x.jsonl", check=False)
     assert nosol.returncode == 2 and "--solution-field" in nosol.stderr
     assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_an_equation_answer_is_rewritten_in_its_result():
+    # "\boxed{3 + 4 = 7}" is verified correct for reference 7; its rewrite must change the
+    # result, not an operand, and must be verified wrong (math-verify calls any two equations
+    # equal, so the check is against the result)
+    from cooper.verifier import verify
+
+    for seed in range(5):
+        out = rewrite_final_answer("So \\boxed{3 + 4 = 7}", "7", random.Random(seed))
+        assert out is not None and out.startswith("So \\boxed{3 + 4 = ") and out != "So \\boxed{3 + 4 = 7}"
+        assert verify(out, "7").reason == "wrong"

@@ -89,6 +89,11 @@ def wrong_answer(answer: str, rng: random.Random) -> str | None:
     numbers = list(_NUMBER.finditer(answer))
     if not numbers:
         return None
+    # An equation's result is after its last "=": changing an operand ("3 + 3 = 7") leaves the
+    # stated result, which the verifier still accepts.
+    eq = answer.rfind("=")
+    if any(m.start() > eq for m in numbers) and eq >= 0:
+        numbers = [m for m in numbers if m.start() > eq]
     # The last number usually carries the result (the denominator of \frac{a}{b} is the last
     # one too, which is as good a choice as any for a fraction).
     m = numbers[-1] if rng.random() < 0.75 else rng.choice(numbers)
@@ -138,6 +143,11 @@ def _apply(text: str, edits: Iterable[tuple[int, int, str]]) -> str:
     return "".join(out) + text[last:]
 
 
+def _result_of(answer: str) -> str:
+    """The part of ``answer`` after its last "=" (the whole answer without one)."""
+    return answer.rpartition("=")[2].strip() or answer
+
+
 def rewrite_final_answer(completion: str, reference: str | None, rng: random.Random, *,
                          mode: Mode = "strict", verifier: Verifier | None = None,
                          attempts: int = 5) -> str | None:
@@ -151,7 +161,9 @@ def rewrite_final_answer(completion: str, reference: str | None, rng: random.Ran
         return None
     verifier = verifier or default_verifier()
     old = span.text
-    checks = [clean_answer(old)] + ([reference] if reference else [])
+    # math-verify calls any two equations equal ("3+4=14" vs "3+4=7"), so an equation's
+    # result (after its last "=") is what the rewrite must differ from
+    checks = [_result_of(clean_answer(old))] + ([reference] if reference else [])
     for _ in range(attempts):
         new = wrong_answer(old, rng)
         if new is None:
