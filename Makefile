@@ -31,7 +31,7 @@ test-fast: setup
 	$(BIN)/python -m pytest -q
 
 # The main job on the embedded default model: data, reward model, evaluation, Cooper RL,
-# evaluation again, in about 15 minutes on a 2-core CPU (`cooper demo --help` for the knobs).
+# evaluation again, in 5-15 minutes on a 2-core CPU (`cooper demo --help` for the knobs).
 demo: setup
 	$(BIN)/cooper demo
 
