@@ -363,16 +363,20 @@ def load_config(preset: str | None = None, overrides: list[str] | None = None) -
     """Defaults, then the preset's YAML, then ``key=value`` overrides."""
     cfg = TrainConfig()
     if preset:
-        path = _preset_path(preset)
-        try:
-            data = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{path}: not valid YAML: {e}") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: expected a mapping of settings")
-        _apply(cfg, data)
+        _apply(cfg, read_settings_file(_preset_path(preset)))
     _apply(cfg, parse_overrides(overrides or []))
     return cfg
+
+
+def read_settings_file(path: Path) -> dict[str, Any]:
+    """A YAML file of settings as a mapping (empty file: no settings); a clear error otherwise."""
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of settings")
+    return data
 
 
 def field_docs() -> dict[str, str]:

@@ -47,6 +47,7 @@ from cooper.config import (
     load_config,
     parse_overrides,
     preset_dir,
+    read_settings_file,
 )
 from cooper.errors import UserError
 
@@ -195,12 +196,7 @@ def load_experiment(preset: str, overrides: list[str] | None = None) -> Experime
     if not path.is_file():
         raise ConfigError(f"unknown experiment preset '{preset}'; presets: "
                           f"{', '.join(list_experiment_presets())} (or pass a .yaml file)")
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of settings")
+    data = read_settings_file(path)
     tree = parse_overrides(overrides or [])
     train_data, train_over = data.pop("train", None) or {}, tree.pop("train", None) or {}
     exp = ExperimentConfig()
