@@ -99,7 +99,29 @@ def batch_seed(seed: int, prompts: Sequence[str]) -> int:
     return int.from_bytes(h.digest()[:8], "little") & 0x7FFF_FFFF_FFFF_FFFF
 
 
-class HFGenerator:
+class _ChatTemplatePrompts:
+    """``render`` and ``generate`` for a local generator: conversations become prompt text with
+    the tokenizer's chat template, then go to the subclass's ``generate_text``."""
+
+    tokenizer: PreTrainedTokenizerBase
+
+    def render(self, messages: Messages) -> str:
+        """The prompt text this generator feeds the model for a conversation."""
+        return render_messages(self.tokenizer, messages)
+
+    def generate(self, conversations: Sequence[Messages], sampling: SamplingConfig, *,
+                 progress: bool = False,
+                 on_samples: OnSamples | None = None) -> list[list[Generation]]:
+        prompts = [self.render(m) for m in conversations]
+        return self.generate_text(prompts, sampling, progress=progress, on_samples=on_samples)
+
+    def generate_text(self, prompts: Sequence[str], sampling: SamplingConfig, *,
+                      progress: bool = False,
+                      on_samples: OnSamples | None = None) -> list[list[Generation]]:
+        raise NotImplementedError
+
+
+class HFGenerator(_ChatTemplatePrompts):
     """Batched, left-padded, length-sorted generation with a Hugging Face causal LM."""
 
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, *,
@@ -118,16 +140,6 @@ class HFGenerator:
         tok = load_tokenizer(name_or_path, trust_remote_code=trust_remote_code)
         model = load_causal_lm(name_or_path, trust_remote_code=trust_remote_code, dtype=dtype)
         return cls(model.eval(), tok, batch_size=batch_size, name=str(name_or_path))
-
-    def render(self, messages: Messages) -> str:
-        """The prompt text this generator feeds the model for a conversation."""
-        return render_messages(self.tokenizer, messages)
-
-    def generate(self, conversations: Sequence[Messages], sampling: SamplingConfig, *,
-                 progress: bool = False,
-                 on_samples: OnSamples | None = None) -> list[list[Generation]]:
-        prompts = [self.render(m) for m in conversations]
-        return self.generate_text(prompts, sampling, progress=progress, on_samples=on_samples)
 
     def generate_text(self, prompts: Sequence[str], sampling: SamplingConfig, *,
                       progress: bool = False,
@@ -199,7 +211,7 @@ def _eos_ids(model, tokenizer) -> set[int]:
     return ids
 
 
-class VLLMGenerator:
+class VLLMGenerator(_ChatTemplatePrompts):
     """Generation with vLLM (GPU): same prompts and token accounting as :class:`HFGenerator`.
 
     Prompts are rendered and tokenized by the Hugging Face tokenizer (no special tokens added,
@@ -247,15 +259,6 @@ class VLLMGenerator:
         if max_model_len is not None:
             kwargs["max_model_len"] = max_model_len
         return cls(vllm.LLM(**kwargs), tok, eos, name=str(name_or_path))
-
-    def render(self, messages: Messages) -> str:
-        return render_messages(self.tokenizer, messages)
-
-    def generate(self, conversations: Sequence[Messages], sampling: SamplingConfig, *,
-                 progress: bool = False,
-                 on_samples: OnSamples | None = None) -> list[list[Generation]]:
-        prompts = [self.render(m) for m in conversations]
-        return self.generate_text(prompts, sampling, progress=progress, on_samples=on_samples)
 
     def generate_text(self, prompts: Sequence[str], sampling: SamplingConfig, *,
                       progress: bool = False,
