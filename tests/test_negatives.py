@@ -114,3 +114,74 @@ def test_local_assistant_budget_follows_the_positives_length(tiny_models):
     LocalAssistant(gen, max_new_tokens=20).propose([short], attempt=0, seed=0)
     # the char-level tokenizer: one token per character
     assert gen.budgets == [negative_token_budget(13), negative_token_budget(209), 20]
+
+
+class Batched(Scripted):
+    """Answers every copy of a positive in one call: row j gets script[attempt + copy][...]."""
+
+    def __init__(self, script, per_call):
+        super().__init__(script)
+        self.attempts_per_call = per_call
+
+    def propose(self, positives, *, attempt, seed):
+        self.calls.append([p.problem_id for p in positives])
+        ids = [p.problem_id for p in positives]
+        n = len(dict.fromkeys(ids))  # distinct positives; copies follow in attempt order
+        return [self.script[attempt + j // n][j % n] for j in range(len(positives))]
+
+
+def test_attempts_in_one_call_keep_the_first_valid_copy():
+    # a: copy 0 equals the reference, copy 1 is wrong (kept), copy 2 is never looked at
+    # b: no copy is valid -> fallback
+    a = Batched([["\\boxed{5}", "\\boxed{5}"], ["\\boxed{6}", "\\boxed{5}"],
+                 ["\\boxed{7}", "no answer"]], per_call=3)
+    outs = make_negatives([pos("a"), pos("b")], assistant=a, fallback=RewriteNegatives(),
+                          verify=VERIFY, max_attempts=3, seed=0)
+    assert a.calls == [["a", "b", "a", "b", "a", "b"]]  # one call, copy-major
+    assert outs[0] == NegativeOutcome("\\boxed{6}", "assistant", 2, "accepted")
+    assert outs[1].source == "rewrite" and outs[1].fallback and outs[1].attempts == 4
+
+
+def test_attempts_per_call_smaller_than_max_attempts_runs_rounds():
+    a = Batched([["\\boxed{5}"], ["\\boxed{5}"], ["\\boxed{8}"]], per_call=2)
+    [out] = make_negatives([pos()], assistant=a, fallback=None, verify=VERIFY, max_attempts=3,
+                           seed=0)
+    assert a.calls == [["p", "p"], ["p"]]  # two attempts, then the one left
+    assert out == NegativeOutcome("\\boxed{8}", "assistant", 3, "accepted")
+
+
+def test_local_assistant_leaves_the_policys_random_stream_alone(tiny_models):
+    # The generator reseeds torch for reproducible sampling; without the fork, the policy's next
+    # rollouts would depend on whether negatives were written in between.
+    import torch
+
+    from cooper.generation import HFGenerator
+    from cooper.negatives import LocalAssistant
+
+    gen = HFGenerator.load(str(tiny_models.policy))
+    torch.manual_seed(1234)
+    expected = torch.rand(3)
+    torch.manual_seed(1234)
+    texts = LocalAssistant(gen, max_new_tokens=8).propose([pos(), pos("q")], attempt=0, seed=7)
+    assert len(texts) == 2
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_gumbel_noise_samples_the_tempered_softmax():
+    # argmax over the noised scores must be a draw from softmax(scores / T): the private
+    # generator replaces multinomial sampling, it must not change the distribution
+    import torch
+
+    from cooper.generation import _GumbelNoise
+
+    scores = torch.tensor([[2.0, 1.0, 0.0, -1.0, -float("inf")]])  # [1, V]
+    temperature, n = 0.7, 40_000
+    noise = _GumbelNoise(temperature, torch.Generator().manual_seed(0))
+    state = torch.get_rng_state()
+    draws = torch.stack([noise(None, scores).argmax(-1) for _ in range(n)]).flatten()
+    assert torch.equal(torch.get_rng_state(), state)  # the global stream never moved
+    freq = torch.bincount(draws, minlength=5).float() / n
+    expected = torch.softmax(scores / temperature, -1)[0]
+    assert freq[4] == 0  # a banned token is never drawn
+    assert torch.allclose(freq, expected, atol=0.01), (freq, expected)
+

@@ -157,3 +157,26 @@ def test_tensorboard_logging_works_offline(arith, tmp_path):
     acc = EventAccumulator(str(events[0].parent))
     acc.Reload()
     assert "train/hacking/gap" in acc.Tags()["scalars"]
+
+
+def test_negatives_leave_the_rollouts_alone_and_may_overlap_the_policy_update(arith, tmp_path):
+    """The local assistant (the reference policy) writing negatives must not shift the policy's
+    sampling; writing them in the background, while the policy updates, gives the same run."""
+    common = ("policy.lr=0", "max_steps=3", "validation.enabled=false")  # lr 0: same policy
+    runs = {name: tmp_path / name for name in ("rm", "cooper", "background")}
+    run_cli(*tiny_args(arith, runs["rm"], "rm", *common))
+    run_cli(*tiny_args(arith, runs["cooper"], "cooper", *common))
+    run_cli(*tiny_args(arith, runs["background"], "cooper", *common, "assistant.background=true"))
+    rows = {name: [r for r in metrics(out) if "loss" in r] for name, out in runs.items()}
+    # the assistant really wrote negatives before the last step's rollouts were sampled
+    assert sum(r["rm/positives"] for r in rows["cooper"][:-1]) > 0
+    lengths = {name: [r["completions/mean_length"] for r in rs] for name, rs in rows.items()}
+    assert lengths["rm"] == lengths["cooper"] == lengths["background"]
+    assert [r["rm/pairs"] for r in rows["cooper"]] == [r["rm/pairs"] for r in rows["background"]]
+    rm_sync, rm_bg = weights(runs["cooper"] / "reward_model"), weights(runs["background"] / "reward_model")
+    assert all(rm_sync[k].equal(rm_bg[k]) for k in rm_sync)
+    # in the background the step waited for less than the negatives took; in line, as long
+    written = [r for r in rows["background"] if r["rm/positives"]]
+    assert sum(r["perf/negatives"] for r in written) < sum(r["perf/negatives_total"] for r in written)
+    inline = [r for r in rows["cooper"] if r["rm/positives"]]
+    assert all(r["perf/negatives"] == pytest.approx(r["perf/negatives_total"], abs=0.05) for r in inline)

@@ -154,6 +154,14 @@ class AssistantConfig:
     """assistant sampling temperature"""
     fallback: bool = True
     """rewrite the final answer by rule when the assistant gives no valid negative"""
+    attempts_per_call: int = 0
+    """proposals per positive asked at once (0 = all rm_update.max_attempts for a local model,
+    which decodes a small batch in about the time of one sequence; one at a time for an endpoint)"""
+    batch_size: int = 16
+    """local assistant: sequences decoded together"""
+    background: bool | None = None
+    """write negatives while the policy updates instead of after it (None = an endpoint does, a
+    local model does not: on a CPU it competes with the policy update for the same cores)"""
 
 
 @dataclass
@@ -222,9 +230,12 @@ class TrainConfig:
         for key in ("max_steps", "rollout.prompts_per_step", "rollout.samples_per_prompt",
                     "rollout.micro_batch_size", "rm_update.max_attempts",
                     "rm_update.positives_per_prompt", "rm_update.micro_batch_size",
-                    "validation.samples", "validation.limit"):
+                    "assistant.batch_size", "validation.samples", "validation.limit"):
             if get_key(self, key) < 1:
                 raise ConfigError(f"{key} must be >= 1, got {get_key(self, key)}")
+        if self.assistant.attempts_per_call < 0:
+            raise ConfigError("assistant.attempts_per_call must be >= 0 (0 = automatic), got "
+                              f"{self.assistant.attempts_per_call}")
         if self.rollout.samples_per_prompt < 2:
             raise ConfigError("rollout.samples_per_prompt must be >= 2: GRPO compares samples "
                               "within a group")

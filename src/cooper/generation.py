@@ -49,6 +49,9 @@ class SamplingConfig:
     top_p: float = 0.95
     max_new_tokens: int = 512
     seed: int = 0
+    # Local models: draw from a private generator instead of torch's global one, so sampling
+    # neither depends on nor moves the global random stream (needs top_p == 1).
+    private_rng: bool = False
 
     def __post_init__(self):
         if self.n < 1:
@@ -59,6 +62,8 @@ class SamplingConfig:
             raise UserError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.max_new_tokens < 1:
             raise UserError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.private_rng and self.top_p < 1:
+            raise UserError("private_rng sampling supports top_p == 1 only")
 
 
 @dataclass(frozen=True)
@@ -183,9 +188,18 @@ class HFGenerator(_ChatTemplatePrompts):
         kwargs = dict(max_new_tokens=sampling.max_new_tokens, do_sample=not greedy,
                       num_return_sequences=sampling.n, repetition_penalty=1.0,
                       pad_token_id=self.tokenizer.pad_token_id)
-        if not greedy:
+        seed = batch_seed(sampling.seed, prompts)
+        if sampling.private_rng and not greedy:
+            # Gumbel-max: argmax(logits / T + Gumbel noise) is a draw from softmax(logits / T),
+            # so greedy decoding over the noised scores samples exactly as do_sample would.
+            from transformers import LogitsProcessorList
+
+            rng = torch.Generator(device=device).manual_seed(seed)
+            kwargs.update(do_sample=False, logits_processor=LogitsProcessorList(
+                [_GumbelNoise(sampling.temperature, rng)]))
+        elif not greedy:
             kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
-        torch.manual_seed(batch_seed(sampling.seed, prompts))
+            torch.manual_seed(seed)
         with torch.inference_mode():
             out = self.model.generate(**enc, **kwargs)
         new = out[:, enc["input_ids"].shape[1]:]  # [B*n, T]
@@ -200,6 +214,20 @@ class HFGenerator(_ChatTemplatePrompts):
                 finish_reason="length" if end is None else "stop"))
         n = sampling.n
         return [gens[k * n:(k + 1) * n] for k in range(len(prompts))]
+
+
+class _GumbelNoise:
+    """Logits processor: scores / temperature plus Gumbel(0, 1) noise from a private generator."""
+
+    def __init__(self, temperature: float, generator):
+        self.temperature, self.generator = temperature, generator
+
+    def __call__(self, input_ids, scores):  # scores: [B, V]
+        import torch
+
+        u = torch.rand(scores.shape, generator=self.generator, device=scores.device,
+                       dtype=torch.float32).clamp_(min=1e-20)  # [B, V] in (0, 1)
+        return scores.float() / self.temperature - torch.log(-torch.log(u))
 
 
 def _eos_ids(model, tokenizer) -> set[int]:

@@ -61,9 +61,16 @@ def assistant_messages(positive: Rollout) -> Messages:
 
 
 class NegativeSource(Protocol):
-    """Proposes one negative per positive (``None`` where it has none)."""
+    """Proposes one negative per positive (``None`` where it has none).
+
+    ``attempts_per_call``: how many of a positive's attempts :func:`make_negatives` asks for in
+    one call (the positive appears that many times in ``positives``). A local model decodes a
+    small batch in about the time of one sequence, so it takes all attempts at once; an endpoint
+    takes one at a time, so that no request is spent once a negative is accepted.
+    """
 
     name: str
+    attempts_per_call: int
 
     def propose(self, positives: Sequence[Rollout], *, attempt: int,
                 seed: int) -> list[str | None]: ...
@@ -80,8 +87,9 @@ class LocalAssistant:
     name = "assistant"
 
     def __init__(self, generator: HFGenerator, *, max_new_tokens: int = 512,
-                 temperature: float = 0.7):
+                 temperature: float = 0.7, attempts_per_call: int = 3):
         self.generator, self.max_new_tokens, self.temperature = generator, max_new_tokens, temperature
+        self.attempts_per_call = attempts_per_call
 
     def propose(self, positives: Sequence[Rollout], *, attempt: int, seed: int) -> list[str | None]:
         from cooper.generation import SamplingConfig
@@ -94,9 +102,13 @@ class LocalAssistant:
         lengths = self.generator.tokenizer([p.completion for p in positives],
                                            add_special_tokens=False)["input_ids"]
         budget = min(self.max_new_tokens, negative_token_budget(max(map(len, lengths))))
-        # a different seed per attempt: a retry must not repeat the rejected proposal
+        # A different seed per attempt: a retry must not repeat the rejected proposal. The
+        # private generator leaves torch's global stream alone, so writing negatives (in line or
+        # in a background thread) does not shift the policy's sampling: a Cooper run samples
+        # the rollouts a run without negatives would, and a resumed run an uninterrupted one's.
         sampling = SamplingConfig(n=1, temperature=self.temperature, top_p=1.0,
-                                  max_new_tokens=budget, seed=seed * 1000 + attempt)
+                                  max_new_tokens=budget, seed=seed * 1000 + attempt,
+                                  private_rng=True)
         out = self.generator.generate([assistant_messages(p) for p in positives], sampling)
         return [g[0].text if g[0].text.strip() else None for g in out]
 
@@ -107,8 +119,9 @@ class EndpointAssistant:
     name = "assistant"
 
     def __init__(self, endpoint: Endpoint, *, max_new_tokens: int = 512,
-                 temperature: float = 0.7):
+                 temperature: float = 0.7, attempts_per_call: int = 1):
         self.endpoint, self.max_new_tokens, self.temperature = endpoint, max_new_tokens, temperature
+        self.attempts_per_call = attempts_per_call
 
     @classmethod
     def from_config(cls, a: AssistantConfig) -> EndpointAssistant:
@@ -117,7 +130,8 @@ class EndpointAssistant:
         endpoint = Endpoint(EndpointConfig(
             base_url=a.base_url, model=a.model, api_key_env=a.api_key_env,
             concurrency=a.concurrency, timeout_s=a.timeout_s, max_retries=a.max_retries))
-        return cls(endpoint, max_new_tokens=a.max_new_tokens, temperature=a.temperature)
+        return cls(endpoint, max_new_tokens=a.max_new_tokens, temperature=a.temperature,
+                   attempts_per_call=a.attempts_per_call or 1)
 
     def propose(self, positives: Sequence[Rollout], *, attempt: int, seed: int) -> list[str | None]:
         if not positives:
@@ -140,6 +154,7 @@ class RewriteNegatives:
     """Rule-based negatives: the positive with its final answer changed consistently."""
 
     name = "rewrite"
+    attempts_per_call = 1
 
     def propose(self, positives: Sequence[Rollout], *, attempt: int, seed: int) -> list[str | None]:
         from cooper.perturb import rewrite_final_answer
@@ -184,7 +199,11 @@ def rejection_reason(proposal: str | None, verdict: Verdict | None) -> str | Non
 def make_negatives(positives: Sequence[Rollout], *, assistant: NegativeSource | None,
                    fallback: NegativeSource | None, verify: VerifyFn, max_attempts: int,
                    seed: int) -> list[NegativeOutcome]:
-    """One outcome per positive: the assistant's attempts, then the fallback, then a drop."""
+    """One outcome per positive: the assistant's attempts, then the fallback, then a drop.
+
+    Each source is asked in rounds of ``attempts_per_call`` proposals per pending positive (the
+    positive repeated, copies in attempt order); a positive takes its first valid proposal.
+    """
     outcomes: list[NegativeOutcome | None] = [None] * len(positives)
     last_reason = ["no_source"] * len(positives)
     attempts = [0] * len(positives)
@@ -193,25 +212,27 @@ def make_negatives(positives: Sequence[Rollout], *, assistant: NegativeSource | 
     if fallback is not None:
         stages.append((fallback, True))
     for source, is_fallback in stages:
-        for attempt in range(max_attempts):
-            if not pending:
-                break
-            proposals = source.propose([positives[i] for i in pending], attempt=attempt, seed=seed)
-            checked = [(i, p) for i, p in zip(pending, proposals, strict=True) if p is not None]
-            verdicts = dict(zip([i for i, _ in checked],
-                                verify([p for _, p in checked],
-                                       [positives[i].reference for i, _ in checked]), strict=True))
-            still = []
-            for i, proposal in zip(pending, proposals, strict=True):
+        attempt = 0
+        while pending and attempt < max_attempts:
+            k = max(1, min(getattr(source, "attempts_per_call", 1), max_attempts - attempt))
+            asked = [i for _ in range(k) for i in pending]  # [k * len(pending)], copy-major
+            proposals = source.propose([positives[i] for i in asked], attempt=attempt, seed=seed)
+            checked = [j for j, p in enumerate(proposals) if p is not None]
+            verdicts = dict(zip(checked, verify([proposals[j] for j in checked],
+                                                [positives[asked[j]].reference for j in checked]),
+                                strict=True))
+            for j, (i, proposal) in enumerate(zip(asked, proposals, strict=True)):
+                if outcomes[i] is not None:  # an earlier copy was accepted
+                    continue
                 attempts[i] += 1
-                why = rejection_reason(proposal, verdicts.get(i))
+                why = rejection_reason(proposal, verdicts.get(j))
                 if why is None:
                     outcomes[i] = NegativeOutcome(proposal, source.name, attempts[i], "accepted",
                                                   is_fallback)
                 else:
                     last_reason[i] = f"{source.name}:{why}"
-                    still.append(i)
-            pending = still
+            pending = [i for i in pending if outcomes[i] is None]
+            attempt += k
     for i in pending:
         outcomes[i] = NegativeOutcome(None, None, attempts[i], last_reason[i])
     return outcomes  # type: ignore[return-value]

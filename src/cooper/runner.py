@@ -113,7 +113,7 @@ def build_cooper_reward(cfg: TrainConfig, collective, device=None):
                                       micro_batch_size=u.micro_batch_size)
     a = cfg.assistant
     assistant = fallback = None
-    background = False
+    background = False  # the rule rewrite costs next to nothing
     if a.backend == "rewrite":
         assistant = RewriteNegatives()
     else:
@@ -122,8 +122,9 @@ def build_cooper_reward(cfg: TrainConfig, collective, device=None):
         if a.backend == "endpoint":
             from cooper.negatives import EndpointAssistant
 
-            assistant, background = EndpointAssistant.from_config(a), True
+            assistant = EndpointAssistant.from_config(a)
         # a local assistant is attached once the trainer holds the reference policy
+        background = a.backend == "endpoint" if a.background is None else a.background
     verify = partial(verify_batch, mode=cfg.reward.verifier_mode,
                      timeout_s=cfg.reward.verifier_timeout_s)
     return CooperReward(
@@ -157,9 +158,10 @@ def _attach_local_assistant(cfg: TrainConfig, cooper, trainer) -> None:
         model = load_causal_lm(cfg.policy.model, dtype=cfg.policy.dtype).to(trainer.accelerator.device)
         tok = load_tokenizer(cfg.policy.model)
     model.eval().requires_grad_(False)
-    gen = HFGenerator(model, tok, batch_size=cfg.rm_update.micro_batch_size, name="assistant")
+    gen = HFGenerator(model, tok, batch_size=a.batch_size, name="assistant")
     cooper.assistant = LocalAssistant(gen, max_new_tokens=a.max_new_tokens,
-                                      temperature=a.temperature)
+                                      temperature=a.temperature,
+                                      attempts_per_call=a.attempts_per_call or cfg.rm_update.max_attempts)
 
 
 def run(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
