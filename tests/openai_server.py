@@ -262,3 +262,37 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                           "total_tokens": len(text.split())}})
 
     return Handler
+
+
+def rewrite_reply(request: ChatRequest) -> str:
+    """Plays the trainer's assistant: the solution between the prompt's markers with its final
+    answer changed by rule (see :data:`cooper.negatives.ASSISTANT_TEMPLATE`)."""
+    import re
+
+    from cooper.perturb import rewrite_final_answer
+
+    text = request.last_user
+    solution = re.search(r"<<<SOLUTION\n(.*)\nSOLUTION>>>", text, re.S)
+    reference = re.search(r"The correct final answer is (.*?); yours must differ", text, re.S)
+    if not (solution and reference):
+        return ""
+    rng = random.Random(request.seed)
+    return rewrite_final_answer(solution.group(1), reference.group(1), rng) or ""
+
+
+if __name__ == "__main__":
+    # A stand-in for a remote assistant, e.g. for the step benchmark's endpoint mode:
+    #   python tests/openai_server.py --port 8123 --delay 10 --reply rewrite
+    import argparse
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free one)")
+    p.add_argument("--delay", type=float, default=0.0, help="seconds before every reply")
+    p.add_argument("--reply", choices=("echo", "rewrite"), default="echo")
+    a = p.parse_args()
+    srv = OpenAIServer({"echo": echo, "rewrite": rewrite_reply}[a.reply], slow_s=a.delay,
+                       fault_rate=1.0 if a.delay > 0 else 0.0, fault_kinds=("slow",))
+    srv.port = a.port
+    srv.start()
+    print(srv.url, flush=True)
+    threading.Event().wait()

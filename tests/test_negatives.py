@@ -185,3 +185,33 @@ def test_gumbel_noise_samples_the_tempered_softmax():
     assert freq[4] == 0  # a banned token is never drawn
     assert torch.allclose(freq, expected, atol=0.01), (freq, expected)
 
+
+def test_stand_in_remote_assistant_server_writes_valid_negatives_after_its_delay():
+    # tests/openai_server.py as its own process (the step benchmark's endpoint stand-in): real
+    # HTTP, the delay it is given, and replies the verifier confirms wrong
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from conftest import cli_env
+    from cooper.endpoint import Endpoint, EndpointConfig
+    from cooper.negatives import EndpointAssistant
+
+    script = Path(__file__).with_name("openai_server.py")
+    proc = subprocess.Popen([sys.executable, str(script), "--delay", "0.5", "--reply", "rewrite"],
+                            stdout=subprocess.PIPE, text=True, env=cli_env())
+    try:
+        url = proc.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:")
+        a = EndpointAssistant(Endpoint(EndpointConfig(url, model="test-model")))
+        t = time.perf_counter()
+        [out] = make_negatives([pos()], assistant=a, fallback=None, verify=VERIFY,
+                               max_attempts=1, seed=3)
+        assert time.perf_counter() - t >= 0.5
+        assert out.source == "assistant" and out.reason == "accepted"
+        assert "\\boxed{5}" not in out.negative and "2 + 3" in out.negative
+        a.close()
+    finally:
+        proc.kill()
+        proc.wait()
