@@ -22,19 +22,21 @@ def test_bench_step_reports_every_stage_and_the_ratios(arith, tmp_path):
                  if not a.startswith(("reward.model=", "output_dir=", "max_steps="))]
     out = tmp_path / "step.json"
     run_cli("bench", "step", "--preset", "demo_cpu", "--steps", "1", "--warmup", "1",
-            "--rm", str(arith / "reward"), "--out", str(out), "--markdown",
-            str(tmp_path / "step.md"), *overrides, "policy.lr=0", "assistant.backend=rewrite")
+            "--repeats", "2", "--rm", str(arith / "reward"), "--out", str(out), "--markdown",
+            str(tmp_path / "step.md"), *overrides, "policy.lr=0")
     result = json.loads(out.read_text())
     assert set(result["modes"]) == {"rule", "rm", "cooper"}
     for r in result["modes"].values():
-        assert r["measured_steps"] == 1 and r["step_median_s"] > 0 and r["peak_rss_mb"] > 50
+        # two runs of one measured step each, pooled; every step listed
+        assert r["measured_steps"] == 2 and len(r["per_step"]) == 2
+        assert r["step_median_s"] > 0 and r["peak_rss_mb"] > 50
         assert set(r["stages_median_s"]) >= {"generation", "logprobs", "verify", "rm_score",
                                              "policy_update", "negatives", "rm_update"}
     # plain GRPO baselines: no reward-model work in rule mode, no update work outside cooper
     assert result["modes"]["rule"]["stages_median_s"]["rm_score"] == 0
     assert result["modes"]["rm"]["stages_median_s"]["rm_update"] == 0
     assert result["modes"]["rm"]["stages_median_s"]["rm_score"] > 0
-    # lr 0: every mode sampled the same rollouts
+    # lr 0: every mode sampled the same rollouts (the local assistant's negatives included)
     lengths = {r["mean_completion_tokens"] for r in result["modes"].values()}
     assert len(lengths) == 1
     assert result["cooper_over_rule"] == pytest.approx(

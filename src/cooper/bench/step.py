@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -36,6 +37,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default="bench_cpu", help="training preset (default: %(default)s)")
     p.add_argument("--steps", type=int, default=3, help="measured steps per mode (default: %(default)s)")
     p.add_argument("--warmup", type=int, default=1, help="steps excluded first (default: %(default)s)")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="runs per mode, alternating modes; medians pool every measured step "
+                        "(default: %(default)s)")
     p.add_argument("--modes", default="rule,rm,cooper", help="modes to run (default: %(default)s)")
     p.add_argument("--rm", default=None,
                    help="reward-model folder (default: one built from the policy checkpoint; its "
@@ -62,8 +66,8 @@ def _peak_rss_mb(proc: subprocess.Popen, stop: threading.Event, out: list[float]
     out.append(peak / 2**20)
 
 
-def _run_mode(mode: str, args: argparse.Namespace, rm: str, work: Path) -> dict[str, Any]:
-    out = work / mode
+def _run_mode(mode: str, args: argparse.Namespace, rm: str, out: Path) -> tuple[list[dict], float]:
+    """One ``cooper train`` run: its measured steps' metrics and its peak RSS (MB)."""
     cmd = [sys.executable, "-m", "cooper", "train", "--config", args.preset,
            f"reward.mode={mode}", f"reward.model={rm}", f"output_dir={out}",
            f"max_steps={args.warmup + args.steps}", "validation.enabled=false", "report_to=none",
@@ -80,15 +84,23 @@ def _run_mode(mode: str, args: argparse.Namespace, rm: str, work: Path) -> dict[
         raise RuntimeError(f"{mode} run failed ({proc.returncode}):\n{err[-3000:]}")
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     steps = [r for r in rows if "loss" in r and r["step"] > args.warmup]
+    return steps, peak[0] if peak else math.nan
+
+
+def _summary(steps: list[dict], peak_mb: float, per_step: int) -> dict[str, Any]:
+    """Medians over the measured steps (of every repeat) of one mode."""
     med = {s: statistics.median(r.get(f"perf/{s}", 0.0) for r in steps) for s in STAGES}
-    per_step = _completions_per_step(out)
     gen_tps = statistics.median(
         r["completions/mean_length"] * per_step / r["perf/generation"] for r in steps)
     return {"stages_median_s": med,
             "step_median_s": statistics.median(r["perf/step"] for r in steps),
-            "generated_tokens_per_s": gen_tps, "mean_completion_tokens": statistics.mean(r["completions/mean_length"] for r in steps),
+            "generated_tokens_per_s": gen_tps,
+            "mean_completion_tokens": statistics.mean(r["completions/mean_length"] for r in steps),
             "pairs_per_step": statistics.mean(r.get("rm/pairs", 0.0) for r in steps),
-            "peak_rss_mb": peak[0] if peak else None, "measured_steps": len(steps)}
+            "peak_rss_mb": peak_mb, "measured_steps": len(steps),
+            # every measured step, so the spread behind each median can be seen
+            "per_step": [{k: round(r.get(f"perf/{k}", 0.0), 3)
+                          for k in (*STAGES, "negatives_total", "step")} for r in steps]}
 
 
 def _completions_per_step(run: Path) -> int:
@@ -112,16 +124,29 @@ def _default_rm(preset: str, work: Path) -> str:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     modes = [m for m in args.modes.split(",") if m]
     unknown = set(modes) - set(PLAIN)
-    if unknown or args.steps < 1 or args.warmup < 0:
+    if unknown or args.steps < 1 or args.warmup < 0 or args.repeats < 1:
         from cooper.errors import UserError
 
         raise UserError(f"--modes takes rule,rm,cooper (got {args.modes}); --steps >= 1, "
-                        "--warmup >= 0")
+                        "--warmup >= 0, --repeats >= 1")
     with tempfile.TemporaryDirectory(prefix="cooper-bench-step-") as tmp:
         work = Path(tmp)
         rm = args.rm or _default_rm(args.preset, work)
-        results = {m: _run_mode(m, args, rm, work) for m in modes}
+        steps: dict[str, list[dict]] = {m: [] for m in modes}
+        peaks: dict[str, float] = {m: 0.0 for m in modes}
+        per_step = 0
+        # modes alternate within each repeat, so a slow spell of the machine does not land on
+        # one mode alone
+        for r in range(args.repeats):
+            for m in modes:
+                run_dir = work / f"{m}-{r}"
+                rows, peak = _run_mode(m, args, rm, run_dir)
+                steps[m] += rows
+                peaks[m] = max(peaks[m], peak)
+                per_step = _completions_per_step(run_dir)
+        results = {m: _summary(steps[m], peaks[m], per_step) for m in modes}
     out: dict[str, Any] = {"preset": args.preset, "steps": args.steps, "warmup": args.warmup,
+                           "repeats": args.repeats,
                            "overrides": args.overrides, "modes": results}
     step = {m: r["step_median_s"] for m, r in results.items()}
     if "cooper" in step:
