@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 
 import pytest
 
@@ -41,4 +42,9 @@ def test_bench_step_reports_every_stage_and_the_ratios(arith, tmp_path):
     assert len(lengths) == 1
     assert result["cooper_over_rule"] == pytest.approx(
         result["modes"]["cooper"]["step_median_s"] / result["modes"]["rule"]["step_median_s"])
+    cooper = result["modes"]["cooper"]["per_step"]
+    extra = statistics.median(r["negatives"] + r["rm_update"] for r in cooper)
+    rm_step = result["modes"]["rm"]["step_median_s"]
+    assert result["cooper_over_rm_from_stages"] == pytest.approx((rm_step + extra) / rm_step)
+    assert extra > 0  # Cooper's own stages were timed
     assert "environment" in result and "cooper_over_rm" in (tmp_path / "step.md").read_text()
