@@ -37,7 +37,7 @@ def tiny_args(arith: Path, out: Path, mode: str, *extra: str) -> list[str]:
             "assistant.max_new_tokens=48", "rm_update.max_attempts=1",
             "validation.dataset=arith_small", "validation.limit=8",
             "validation.max_new_tokens=48", "max_steps=2", "policy.lr=1e-4",
-            "reward.max_length=256", f"output_dir={out}", *extra]
+            "reward.max_length=256", "rm_update.train_layers=none", f"output_dir={out}", *extra]
 
 
 def weights(folder: Path) -> dict:
@@ -180,3 +180,17 @@ def test_negatives_leave_the_rollouts_alone_and_may_overlap_the_policy_update(ar
     assert sum(r["perf/negatives"] for r in written) < sum(r["perf/negatives_total"] for r in written)
     inline = [r for r in rows["cooper"] if r["rm/positives"]]
     assert all(r["perf/negatives"] == pytest.approx(r["perf/negatives_total"], abs=0.05) for r in inline)
+
+
+def test_rm_update_train_layers_changes_only_the_top_layers(arith, tmp_path):
+    out = tmp_path / "top"
+    run_cli(*tiny_args(arith, out, "cooper", "assistant.backend=rewrite",
+                       "rm_update.train_layers=1"))
+    assert sum(r["rm/pairs"] for r in metrics(out) if "loss" in r) > 0
+    before, after = weights(arith / "reward"), weights(out / "reward_model")
+    changed = {k for k in before if not before[k].equal(after[k])}
+    layers = sorted({int(k.split(".layers.")[1].split(".")[0]) for k in before if ".layers." in k})
+    top = f".layers.{layers[-1]}."
+    assert changed and all(top in k or ".layers." not in k for k in changed), changed
+    assert not any("embed" in k for k in changed)  # embeddings stay frozen
+    assert any(top in k for k in changed)

@@ -130,6 +130,9 @@ class RMUpdateConfig:
     """pairs per forward/backward of the reward-model update"""
     pair_metrics: bool = True
     """in rule and rm modes, still build the step's pairs to log the reward model's pair accuracy"""
+    train_layers: int | None = None
+    """update only the top k decoder layers and the score head (None = every layer, as in the
+    paper); the rest stay frozen: less memory and a shorter backward pass on a laptop"""
 
 
 @dataclass

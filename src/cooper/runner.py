@@ -108,6 +108,8 @@ def build_cooper_reward(cfg: TrainConfig, collective, device=None):
             rm.model.to(device)
         if cfg.reward.mode == "cooper":
             u = cfg.rm_update
+            if u.train_layers is not None:
+                rm.train_top_layers(u.train_layers)
             updater = PairwiseUpdater(rm, lr=u.lr, weight_decay=u.weight_decay,
                                       max_grad_norm=u.max_grad_norm,
                                       micro_batch_size=u.micro_batch_size)
