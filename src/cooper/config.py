@@ -159,7 +159,8 @@ class AssistantConfig:
     """rewrite the final answer by rule when the assistant gives no valid negative"""
     attempts_per_call: int = 0
     """proposals per positive asked at once (0 = all rm_update.max_attempts for a local model,
-    which decodes a small batch in about the time of one sequence; one at a time for an endpoint)"""
+    which decodes a small batch at little more per token than one sequence; one at a time for an
+    endpoint)"""
     batch_size: int = 16
     """local assistant: sequences decoded together"""
     background: bool | None = None

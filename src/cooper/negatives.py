@@ -65,8 +65,8 @@ class NegativeSource(Protocol):
 
     ``attempts_per_call``: how many of a positive's attempts :func:`make_negatives` asks for in
     one call (the positive appears that many times in ``positives``). A local model decodes a
-    small batch in about the time of one sequence, so it takes all attempts at once; an endpoint
-    takes one at a time, so that no request is spent once a negative is accepted.
+    small batch at little more per token than one sequence, so it takes all attempts at once; an
+    endpoint takes one at a time, so that no request is spent once a negative is accepted.
     """
 
     name: str
