@@ -60,6 +60,9 @@ def test_bad_settings_say_how_to_fix(overrides, message):
     (["reward.mode=rule", "rollout.samples_per_prompt=1"], "must be >= 2"),
     (["reward.mode=rule", "rollout.micro_batch_size=7"], "multiple of micro_batch_size"),
     (["reward.mode=rule", "max_steps=0"], "max_steps must be >= 1"),
+    (["reward.mode=rule", "rm_update.train_layers=0"], "train_layers must be >= 1"),
+    (["reward.mode=rule", "assistant.attempts_per_call=-1"], "attempts_per_call must be >= 0"),
+    (["reward.mode=rule", "assistant.batch_size=0"], "assistant.batch_size must be >= 1"),
 ])
 def test_inconsistent_settings_are_refused(overrides, message):
     with pytest.raises(ConfigError, match=message):

@@ -194,3 +194,10 @@ def test_rm_update_train_layers_changes_only_the_top_layers(arith, tmp_path):
     assert changed and all(top in k or ".layers." not in k for k in changed), changed
     assert not any("embed" in k for k in changed)  # embeddings stay frozen
     assert any(top in k for k in changed)
+
+
+def test_rm_update_train_layers_beyond_the_model_is_a_clear_error(arith, tmp_path):
+    proc = run_cli(*tiny_args(arith, tmp_path / "deep", "cooper", "assistant.backend=rewrite",
+                              "rm_update.train_layers=99"), check=False)
+    assert proc.returncode == 2 and "rm_update.train_layers" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -237,6 +237,9 @@ class TrainConfig:
                     "assistant.batch_size", "validation.samples", "validation.limit"):
             if get_key(self, key) < 1:
                 raise ConfigError(f"{key} must be >= 1, got {get_key(self, key)}")
+        if self.rm_update.train_layers is not None and self.rm_update.train_layers < 1:
+            raise ConfigError("rm_update.train_layers must be >= 1 (or none for every layer), "
+                              f"got {self.rm_update.train_layers}")
         if self.assistant.attempts_per_call < 0:
             raise ConfigError("assistant.attempts_per_call must be >= 0 (0 = automatic), got "
                               f"{self.assistant.attempts_per_call}")

@@ -109,7 +109,10 @@ def build_cooper_reward(cfg: TrainConfig, collective, device=None):
         if cfg.reward.mode == "cooper":
             u = cfg.rm_update
             if u.train_layers is not None:
-                rm.train_top_layers(u.train_layers)
+                try:
+                    rm.train_top_layers(u.train_layers)
+                except UserError as e:  # name the setting, not the function
+                    raise UserError(f"rm_update.train_layers: {e}") from e
             updater = PairwiseUpdater(rm, lr=u.lr, weight_decay=u.weight_decay,
                                       max_grad_norm=u.max_grad_norm,
                                       micro_batch_size=u.micro_batch_size)
