@@ -104,7 +104,8 @@ def _summary(steps: list[dict], peak_mb: float, per_step: int) -> dict[str, Any]
             "generated_tokens_per_s": gen_tps,
             "mean_completion_tokens": statistics.mean(r["completions/mean_length"] for r in steps),
             "pairs_per_step": statistics.mean(r.get("rm/pairs", 0.0) for r in steps),
-            "peak_rss_mb": peak_mb, "measured_steps": len(steps),
+            "peak_rss_mb": None if math.isnan(peak_mb) else peak_mb,
+            "measured_steps": len(steps),
             # every measured step, so the spread behind each median can be seen
             "per_step": [{k: round(r.get(f"perf/{k}", 0.0), 3)
                           for k in (*STAGES, "negatives_total", "step")} for r in steps]}
@@ -140,7 +141,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         work = Path(tmp)
         rm = args.rm or _default_rm(args.preset, work)
         steps: dict[str, list[dict]] = {m: [] for m in modes}
-        peaks: dict[str, float] = {m: 0.0 for m in modes}
+        peaks: dict[str, float] = {m: math.nan for m in modes}  # NaN: never sampled
         per_step = 0
         # modes alternate within each repeat, so a slow spell of the machine does not land on
         # one mode alone
@@ -149,7 +150,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 run_dir = work / f"{m}-{r}"
                 rows, peak = _run_mode(m, args, rm, run_dir)
                 steps[m] += rows
-                peaks[m] = max(peaks[m], peak)
+                peaks[m] = max((p for p in (peaks[m], peak) if not math.isnan(p)),
+                               default=math.nan)
                 per_step = _completions_per_step(run_dir)
         results = {m: _summary(steps[m], peaks[m], per_step) for m in modes}
     out: dict[str, Any] = {"preset": args.preset, "steps": args.steps, "warmup": args.warmup,
@@ -181,6 +183,7 @@ def markdown_table(result: dict[str, Any]) -> str:
     rows.append("| generated tokens/s | " + " | ".join(
         f"{result['modes'][m]['generated_tokens_per_s']:.1f}" for m in modes) + " |")
     rows.append("| peak RSS (MB) | " + " | ".join(
-        f"{result['modes'][m]['peak_rss_mb']:.0f}" for m in modes) + " |")
+        "n/a" if result["modes"][m]["peak_rss_mb"] is None
+        else f"{result['modes'][m]['peak_rss_mb']:.0f}" for m in modes) + " |")
     ratios = ", ".join(f"`{k}` = {v:.3f}" for k, v in result.items() if k.startswith("cooper_over"))
     return head + "\n".join(rows) + f"\n\n{ratios}\n"
