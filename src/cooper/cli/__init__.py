@@ -15,6 +15,7 @@ import os
 import sys
 
 from cooper import __version__
+from cooper.allocator import keep_freed_memory
 from cooper.errors import UserError
 
 # Order here is the order in `cooper --help`: the pipeline from data to report.
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    keep_freed_memory()  # before any tensor exists: steps reuse memory instead of faulting it in
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
