@@ -5,9 +5,9 @@ allocation above its mmap threshold (at most 32 MiB) with a fresh ``mmap`` and u
 ``free``, and it trims the top of the heap once enough of it is free. A training step allocates
 gigabytes of short-lived activations (the policy's logits for one micro-batch of 8 x 200 tokens
 are 315 MB in float32), so every step faults those pages in again and the kernel zeroes them:
-about a million minor page faults per policy update of the embedded model. Worse, the step right
-after other work (Cooper's reward-model update) finds the heap shaped differently and faults
-more, which made every policy update of a Cooper run about 6 s slower than that of a fixed-RM
+about half a million minor page faults per policy update of the embedded model. The step right
+after other work (Cooper's reward-model update) finds the heap shaped differently and faults up
+to 1.6 million, which made every policy update of a Cooper run about 6 s slower than that of a fixed-RM
 run on the same rollouts (``docs/benchmarks.md``).
 
 :func:`keep_freed_memory` turns both off with ``mallopt``: no ``mmap`` for large blocks and no
@@ -23,7 +23,6 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
-import platform
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +30,14 @@ ENV = "COOPER_KEEP_FREED_MEMORY"
 # glibc's malloc.h
 M_TRIM_THRESHOLD = -1  # -1 as its value: never trim (documented in mallopt(3))
 M_MMAP_MAX = -4  # 0 as its value: never serve a block with its own mmap
+
+
+def is_glibc() -> bool:
+    """Whether this process runs on glibc (the C library it actually loaded)."""
+    try:
+        return (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
+    except (AttributeError, ValueError, OSError):  # not POSIX, or no such name here (musl)
+        return False
 
 
 def keep_freed_memory() -> bool:
@@ -42,7 +49,7 @@ def keep_freed_memory() -> bool:
     if os.environ.get(ENV, "1").strip().lower() in ("0", "false", "no", "off"):
         log.debug("%s=0: malloc left as it is", ENV)
         return False
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+    if not is_glibc():
         return False
     try:
         libc = ctypes.CDLL("libc.so.6")
