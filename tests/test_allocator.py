@@ -56,3 +56,12 @@ def test_the_cooper_command_applies_it(monkeypatch, tmp_path):
     monkeypatch.setenv("COOPER_CACHE", str(tmp_path))
     assert cooper.cli.main(["models", "list"]) == 0
     assert calls == [1]
+
+
+def test_a_misspelt_setting_is_a_clear_error_not_a_silent_choice():
+    from conftest import run_cli
+
+    proc = run_cli("models", "list", check=False, env=cli_env(COOPER_KEEP_FREED_MEMORY="of"))
+    assert proc.returncode == 2
+    assert "COOPER_KEEP_FREED_MEMORY='of'" in proc.stderr and "use 1" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -24,6 +24,8 @@ import ctypes
 import logging
 import os
 
+from cooper.errors import UserError
+
 log = logging.getLogger(__name__)
 
 ENV = "COOPER_KEEP_FREED_MEMORY"
@@ -44,11 +46,16 @@ def keep_freed_memory() -> bool:
     """Tune glibc's ``malloc`` to reuse freed memory; True when it was done.
 
     Process-wide and lasting; idempotent. Skipped when ``COOPER_KEEP_FREED_MEMORY=0`` or the C
-    library is not glibc.
+    library is not glibc; any other value than 0/1 (false/true, no/yes, off/on) is a
+    :class:`~cooper.errors.UserError`.
     """
-    if os.environ.get(ENV, "1").strip().lower() in ("0", "false", "no", "off"):
-        log.debug("%s=0: malloc left as it is", ENV)
+    value = os.environ.get(ENV, "1").strip().lower()
+    if value in ("0", "false", "no", "off"):
+        log.debug("%s=%s: malloc left as it is", ENV, value)
         return False
+    if value not in ("", "1", "true", "yes", "on"):  # a typo must not pick a side silently
+        raise UserError(f"{ENV}={os.environ[ENV]!r}: use 1 to keep freed memory for the next "
+                        "step (the default) or 0 to leave malloc as it is")
     if not is_glibc():
         return False
     try:

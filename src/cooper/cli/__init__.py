@@ -38,7 +38,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    keep_freed_memory()  # before any tensor exists: steps reuse memory instead of faulting it in
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
@@ -46,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in ("httpx2", "openai"):
             logging.getLogger(name).setLevel(logging.WARNING)
     try:
+        keep_freed_memory()  # before any tensor exists: steps reuse memory, not fault it in
         return int(args.func(args) or 0)
     except UserError as e:
         if os.environ.get("COOPER_DEBUG"):
