@@ -4,18 +4,17 @@ On Linux, torch's CPU tensors come from glibc's ``malloc``. By default glibc ser
 allocation above its mmap threshold (at most 32 MiB) with a fresh ``mmap`` and unmaps it on
 ``free``, and it trims the top of the heap once enough of it is free. A training step allocates
 gigabytes of short-lived activations (the policy's logits for one micro-batch of 8 x 200 tokens
-are 315 MB in float32), so every step faults those pages in again and the kernel zeroes them:
-about half a million minor page faults per policy update of the embedded model. The step right
-after other work (Cooper's reward-model update) finds the heap shaped differently and faults up
-to 1.6 million, which made every policy update of a Cooper run about 6 s slower than that of a fixed-RM
-run on the same rollouts (``docs/benchmarks.md``).
+are 315 MB in float32), so every step faults those pages in again and the kernel zeroes them.
+The step right after other work (Cooper's reward-model update) finds the heap shaped differently
+and faults in more, which made every policy update of a Cooper run about 6 s slower than that of
+a fixed-RM run on the same rollouts (``docs/benchmarks.md``).
 
 :func:`keep_freed_memory` turns both off with ``mallopt``: no ``mmap`` for large blocks and no
-trimming, so memory freed by one step is reused by the next without a fault. The peak resident
-memory stays that of the largest step; the memory is simply not returned between steps. The
-``cooper`` command calls it at start; set ``COOPER_KEEP_FREED_MEMORY=0`` to leave ``malloc``
-as it is (for instance when jemalloc or tcmalloc is preloaded). Elsewhere than glibc it does
-nothing.
+trimming, so memory freed by one step is reused by the next without a fault. The memory is not
+returned between steps, and the heap's fragments count too: peak resident memory measured
+0.5-1.2 GB higher on the CPU benchmark. The ``cooper`` command calls it at start; set
+``COOPER_KEEP_FREED_MEMORY=0`` to leave ``malloc`` as it is (for instance when jemalloc or
+tcmalloc is preloaded). Elsewhere than glibc it does nothing.
 """
 
 from __future__ import annotations

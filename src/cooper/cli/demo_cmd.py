@@ -14,7 +14,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                      "Cooper RL, evaluation",
         description="Prepare the embedded SmolLM2-135M-Instruct, build a labelled set, train a "
                     "small VerifyRM, evaluate the policy, run a few Cooper steps, evaluate "
-                    "again, and print where every artefact went. About 6 minutes on an idle "
+                    "again, and print where every artefact went. About 5.5 minutes on an idle "
                     "2-core CPU, longer when the cores are shared.")
     p.add_argument("--out", default=d.out, help="folder for every artefact (default: %(default)s)")
     p.add_argument("--steps", type=int, default=d.steps, help="Cooper steps (default: %(default)s)")
