@@ -39,6 +39,6 @@ def run_cli(*args: str, check: bool = True, timeout: float = 600, cwd: Path | No
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory):
     """Folders of a tiny random causal LM and a tiny one-logit classifier (shared tokenizer)."""
-    from cooper.models import build_tiny_models
+    from cooper.infra.models import build_tiny_models
 
     return build_tiny_models(tmp_path_factory.mktemp("tiny"))

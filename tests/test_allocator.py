@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from conftest import cli_env
-from cooper.allocator import is_glibc
+from cooper.infra.allocator import is_glibc
 
 pytestmark = pytest.mark.skipif(not is_glibc(), reason="the tuning is glibc's; elsewhere it "
                                 "does nothing")
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(not is_glibc(), reason="the tuning is glibc's; e
 # first: they allocate small blocks of their own, which could otherwise land in the gap.
 PROBE = """
 import resource, torch
-from cooper.allocator import keep_freed_memory
+from cooper.infra.allocator import keep_freed_memory
 print(keep_freed_memory())
 torch.ones(1 << 20).sum()
 x = torch.ones(80 << 20); del x

@@ -7,8 +7,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from cooper.backends import endpoint_config, parse_spec, parse_specs
-from cooper.chunks import ChunkStore
-from cooper.endpoint import EndpointConfig
+from cooper.infra.chunks import ChunkStore
+from cooper.infra.endpoint import EndpointConfig
 from cooper.errors import UserError
 
 

@@ -22,9 +22,9 @@ from conftest import cli_env, run_cli
 from cooper.backends import LocalOptions, open_generator, parse_spec, parse_specs
 from cooper.collect import collect
 from cooper.data import Fields, load_problems
-from cooper.endpoint import EndpointConfig
+from cooper.infra.endpoint import EndpointConfig
 from cooper.errors import UserError
-from cooper.generation import SamplingConfig
+from cooper.infra.generation import SamplingConfig
 from cooper.judge import make_judge
 from cooper.labelling import decide, label
 from openai_server import FAULTS, OpenAIServer

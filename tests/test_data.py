@@ -133,7 +133,7 @@ def test_file_with_no_usable_rows_is_an_error(tmp_path):
 
 
 def test_render_prompt_uses_chat_template():
-    from cooper.models import tiny_tokenizer
+    from cooper.infra.models import tiny_tokenizer
 
     tok = tiny_tokenizer()
     text = render_prompt(tok, "What is 2+2?")

@@ -10,7 +10,7 @@ import pytest
 from safetensors.torch import save_file
 
 from conftest import cli_env, run_cli
-from cooper import embedded
+from cooper.infra import embedded
 
 
 def _fake_cache(folder):
@@ -82,7 +82,7 @@ def test_embedded_model_loads_and_generates():
     import torch
 
     from cooper.data import render_prompt
-    from cooper.models import DEFAULT_MODEL, load_causal_lm, load_tokenizer
+    from cooper.infra.models import DEFAULT_MODEL, load_causal_lm, load_tokenizer
 
     tok = load_tokenizer(DEFAULT_MODEL)
     model = load_causal_lm(DEFAULT_MODEL)

@@ -10,10 +10,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from cooper.endpoint import Endpoint, EndpointConfig, EndpointGenerator
+from cooper.infra.endpoint import Endpoint, EndpointConfig, EndpointGenerator
 from cooper.errors import UserError
-from cooper.generation import SamplingConfig
-from cooper.resilience import CircuitBreaker, parse_retry_after
+from cooper.infra.generation import SamplingConfig
+from cooper.infra.resilience import CircuitBreaker, parse_retry_after
 from openai_server import OpenAIServer, unused_port_url
 
 HI = [{"role": "user", "content": "hi"}]

@@ -16,7 +16,7 @@ import pytest
 from conftest import cli_env, run_cli
 from cooper.data import load_problems
 from cooper.evaluate import evaluate_problems
-from cooper.generation import HFGenerator, SamplingConfig
+from cooper.infra.generation import HFGenerator, SamplingConfig
 
 FAST = ["--n", "2", "--max-new-tokens", "12", "--no-progress"]
 # One intra-op thread per subprocess: a tiny model gains nothing from more, and on a shared

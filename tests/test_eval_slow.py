@@ -40,7 +40,7 @@ def test_vllm_and_hf_agree_greedy():
         pytest.skip("needs a CUDA device")
     from cooper.data import load_problems
     from cooper.evaluate import build_messages
-    from cooper.generation import HFGenerator, SamplingConfig, VLLMGenerator
+    from cooper.infra.generation import HFGenerator, SamplingConfig, VLLMGenerator
 
     convs = [build_messages(p.question) for p in load_problems("gsm8k", limit=8)]
     greedy = SamplingConfig(n=2, temperature=0, max_new_tokens=64)

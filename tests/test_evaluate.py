@@ -22,7 +22,7 @@ from cooper.evaluate import (
     pass_at_k,
     summarize,
 )
-from cooper.generation import HFGenerator, SamplingConfig
+from cooper.infra.generation import HFGenerator, SamplingConfig
 
 # ------------------------------------------------------------------ pass@k
 

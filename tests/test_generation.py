@@ -6,7 +6,7 @@ import pytest
 
 from cooper.data import prompt_messages
 from cooper.errors import UserError
-from cooper.generation import HFGenerator, SamplingConfig, batch_seed
+from cooper.infra.generation import HFGenerator, SamplingConfig, batch_seed
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from cooper.endpoint import Endpoint, EndpointConfig, EndpointGenerator
+from cooper.infra.endpoint import Endpoint, EndpointConfig, EndpointGenerator
 from cooper.errors import UserError
-from cooper.generation import HFGenerator
+from cooper.infra.generation import HFGenerator
 from cooper.judge import (
     ChoiceJudge,
     JudgeItem,

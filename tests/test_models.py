@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from cooper.models import (
+from cooper.infra.models import (
     DEFAULT_MODEL,
     ModelNotFoundError,
     load_causal_lm,

@@ -94,7 +94,7 @@ def test_local_assistant_budget_follows_the_positives_length(tiny_models):
     # A rewrite "of similar length" gets the longest positive's tokens plus half plus 32, never
     # more than max_new_tokens. The real tiny generator runs; a thin wrapper records the budget
     # it was given (its random weights stop at random points, so lengths alone prove nothing).
-    from cooper.generation import HFGenerator
+    from cooper.infra.generation import HFGenerator
     from cooper.negatives import LocalAssistant, negative_token_budget
 
     class Recording(HFGenerator):
@@ -155,7 +155,7 @@ def test_local_assistant_leaves_the_policys_random_stream_alone(tiny_models):
     # rollouts would depend on whether negatives were written in between.
     import torch
 
-    from cooper.generation import HFGenerator
+    from cooper.infra.generation import HFGenerator
     from cooper.negatives import LocalAssistant
 
     gen = HFGenerator.load(str(tiny_models.policy))
@@ -172,7 +172,7 @@ def test_gumbel_noise_samples_the_tempered_softmax():
     # generator replaces multinomial sampling, it must not change the distribution
     import torch
 
-    from cooper.generation import _GumbelNoise
+    from cooper.infra.generation import _GumbelNoise
 
     scores = torch.tensor([[2.0, 1.0, 0.0, -1.0, -float("inf")]])  # [1, V]
     temperature, n = 0.7, 40_000
@@ -195,7 +195,7 @@ def test_stand_in_remote_assistant_server_writes_valid_negatives_after_its_delay
     from pathlib import Path
 
     from conftest import cli_env
-    from cooper.endpoint import Endpoint, EndpointConfig
+    from cooper.infra.endpoint import Endpoint, EndpointConfig
     from cooper.negatives import EndpointAssistant
 
     script = Path(__file__).with_name("openai_server.py")

@@ -14,7 +14,7 @@ Examples: ``smollm2-135m-instruct``, ``hf:./ckpt/policy``,
 
 The label names the backend in output rows; by default it is the spec without ``#KEYVAR``.
 A key is named per endpoint so that one provider's key is never sent to another server. The
-spec holds the variable's *name*; the key itself is read only by :class:`cooper.endpoint.Endpoint`.
+spec holds the variable's *name*; the key itself is read only by :class:`cooper.infra.endpoint.Endpoint`.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 from cooper.errors import UserError
 
 if TYPE_CHECKING:
-    from cooper.endpoint import EndpointConfig
-    from cooper.generation import Generator
+    from cooper.infra.endpoint import EndpointConfig
+    from cooper.infra.generation import Generator
 
 _LABEL = re.compile(r"^([A-Za-z0-9_.-]+)=(.+)$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -105,7 +105,7 @@ def endpoint_config(spec: BackendSpec, base: EndpointConfig | None = None,
                     default_key_env: str = "OPENAI_API_KEY") -> EndpointConfig:
     """The endpoint settings of an ``api:`` spec: ``base``'s limits with the spec's URL,
     model and key variable."""
-    from cooper.endpoint import EndpointConfig
+    from cooper.infra.endpoint import EndpointConfig
 
     assert spec.url is not None
     key_env = spec.key_env or default_key_env
@@ -117,13 +117,13 @@ def endpoint_config(spec: BackendSpec, base: EndpointConfig | None = None,
 def open_generator(spec: BackendSpec, *, local: LocalOptions | None = None,
                    endpoint: EndpointConfig | None = None,
                    default_key_env: str = "OPENAI_API_KEY") -> Generator:
-    """A ready :class:`~cooper.generation.Generator` for a spec (loads a local model)."""
+    """A ready :class:`~cooper.infra.generation.Generator` for a spec (loads a local model)."""
     if spec.is_endpoint:
-        from cooper.endpoint import Endpoint, EndpointGenerator
+        from cooper.infra.endpoint import Endpoint, EndpointGenerator
 
         cfg = endpoint_config(spec, endpoint, default_key_env)
         return EndpointGenerator(Endpoint(cfg, name=spec.label), name=spec.label)
-    from cooper.generation import HFGenerator
+    from cooper.infra.generation import HFGenerator
 
     local = local or LocalOptions()
     if local.threads is not None:

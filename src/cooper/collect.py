@@ -25,11 +25,11 @@ from pathlib import Path
 import pyarrow as pa
 
 from cooper.backends import BackendSpec, LocalOptions, open_generator
-from cooper.chunks import ChunkStore, Row
+from cooper.infra.chunks import ChunkStore, Row
 from cooper.data import Problem, prompt_messages
-from cooper.endpoint import EndpointConfig, EndpointGenerator, to_generation
+from cooper.infra.endpoint import EndpointConfig, EndpointGenerator, to_generation
 from cooper.errors import UserError
-from cooper.generation import Generation, SamplingConfig
+from cooper.infra.generation import Generation, SamplingConfig
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ SCHEMA = pa.schema([
     ("num_tokens", pa.int32()),  # 0 when an endpoint does not report usage
     ("finish_reason", pa.string()),  # stop, length, or error
     ("status", pa.string()),  # ok or failed
-    ("error", pa.string()),  # failure kind (see cooper.endpoint.FAILURE_KINDS), null if ok
+    ("error", pa.string()),  # failure kind (see cooper.infra.endpoint.FAILURE_KINDS), null if ok
     ("error_detail", pa.string()),
     ("attempts", pa.int32()),  # requests it took (1 for local models)
 ])

@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from cooper.errors import UserError
-from cooper.models import DEFAULT_MODEL
+from cooper.infra.models import DEFAULT_MODEL
 
 
 class ConfigError(UserError):

@@ -31,7 +31,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cooper.collective import Collective, SingleProcess
+from cooper.infra.collective import Collective, SingleProcess
 from cooper.negatives import NegativeOutcome, NegativeSource, build_pairs, make_negatives
 from cooper.pairs import Rollout, RolloutStats, rollout_stats, select_positives, shard
 

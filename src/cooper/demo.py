@@ -86,11 +86,11 @@ def _header(i: int, text: str) -> None:
 
 def run_demo(settings: DemoSettings) -> DemoSummary:
     """Run every stage; returns the summary (also written to ``OUT/summary.json``)."""
-    from cooper import embedded
+    from cooper.infra import embedded
     from cooper.config import load_config
     from cooper.data import load_problems
-    from cooper.generation import HFGenerator, SamplingConfig
-    from cooper.models import DEFAULT_MODEL
+    from cooper.infra.generation import HFGenerator, SamplingConfig
+    from cooper.infra.models import DEFAULT_MODEL
 
     s = settings
     out = Path(s.out)
@@ -166,7 +166,7 @@ def _write_perturbed(path: Path, dataset: str, n: int, seed: int) -> int:
 
 
 def _train_rm(data_file: Path, rm_dir: Path, s: DemoSettings) -> float:
-    from cooper.models import DEFAULT_MODEL
+    from cooper.infra.models import DEFAULT_MODEL
     from cooper.reward_model import RewardModel
     from cooper.rm_data import load_triples
     from cooper.rm_training import TrainConfig, train_bce

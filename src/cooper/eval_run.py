@@ -13,7 +13,7 @@ Resume: problems are cut into fixed chunks (:func:`cooper.evaluate.chunk_problem
 is generated, verified and written to its own file by write-then-rename, so a file exists
 only when the whole chunk is done. A rerun with the same protocol keeps every chunk file and
 computes only the missing chunks. Chunks are formed the same way each time and
-:class:`~cooper.generation.HFGenerator` seeds each batch from its prompts, so a resumed run
+:class:`~cooper.infra.generation.HFGenerator` seeds each batch from its prompts, so a resumed run
 gives exactly the samples and numbers of an uninterrupted one. When a benchmark is complete its
 chunks are merged into ``samples/NAME.jsonl`` and removed.
 """
@@ -54,7 +54,7 @@ from cooper.evaluate import (
     sample_chunk,
     summarize,
 )
-from cooper.generation import Generator, SamplingConfig, load_generator
+from cooper.infra.generation import Generator, SamplingConfig, load_generator
 
 log = logging.getLogger(__name__)
 

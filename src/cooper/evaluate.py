@@ -35,7 +35,7 @@ from cooper.data import BOXED_INSTRUCTION, Problem, number_to_str
 from cooper.errors import UserError
 from cooper.extraction import MODES as VERIFY_MODES
 from cooper.extraction import clean_answer
-from cooper.generation import Generator, Messages, OnSamples, SamplingConfig
+from cooper.infra.generation import Generator, Messages, OnSamples, SamplingConfig
 
 # Problems per chunk. A chunk is generated and verified as a unit and is the unit a resumed
 # run skips; several batches per chunk leave room for length sorting to group similar prompts.
@@ -231,7 +231,7 @@ def chunk_problems(problems: Sequence[Problem], size: int) -> list[list[Problem]
     """Consecutive chunks of ``size`` problems, in dataset order (the last may be shorter).
 
     Deterministic, so a resumed run forms the same chunks, hence the same generator batches,
-    hence (with :class:`~cooper.generation.HFGenerator`'s per-batch seeds) the same samples.
+    hence (with :class:`~cooper.infra.generation.HFGenerator`'s per-batch seeds) the same samples.
     """
     if size < 1:
         raise UserError(f"chunk size must be >= 1 problem, got {size}")

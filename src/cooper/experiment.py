@@ -258,7 +258,7 @@ def _tiny_model(name: str, role: str, folder: Path, seed: int) -> Path:
 
         src = tiny_arith_models() / ("policy" if role == "policy" else "reward")
     else:
-        from cooper.models import build_tiny_models
+        from cooper.infra.models import build_tiny_models
 
         tiny = build_tiny_models(folder / "tiny-random", seed=seed)
         src = tiny.policy if role == "policy" else tiny.reward
@@ -356,7 +356,7 @@ def evaluate_policy(exp: ExperimentConfig, model: str, path: Path) -> dict[str, 
     """The policy on every benchmark (``final_eval``); written to ``path`` and returned."""
     from cooper.data import load_problems
     from cooper.evaluate import evaluate_problems
-    from cooper.generation import HFGenerator, SamplingConfig, VLLMGenerator
+    from cooper.infra.generation import HFGenerator, SamplingConfig, VLLMGenerator
 
     e = exp.final_eval
     t0 = time.perf_counter()

@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from cooper.errors import UserError
-from cooper.generation import Generator, SamplingConfig
+from cooper.infra.generation import Generator, SamplingConfig
 
 if TYPE_CHECKING:
-    from cooper.generation import HFGenerator
+    from cooper.infra.generation import HFGenerator
 
 VERDICTS = ("yes", "no", "unparsed", "failed")
 MODES = ("generate", "choice")
@@ -127,7 +127,7 @@ class Judge(Protocol):
 
 
 class GeneratingJudge:
-    """Any :class:`~cooper.generation.Generator` (endpoint or local) writes a reply; parse it."""
+    """Any :class:`~cooper.infra.generation.Generator` (endpoint or local) writes a reply; parse it."""
 
     mode = "generate"
 
@@ -176,7 +176,7 @@ class ChoiceJudge:
         pass
 
     def _prompt(self, item: JudgeItem) -> str:
-        from cooper.generation import render_messages
+        from cooper.infra.generation import render_messages
 
         msgs = judge_messages(item.question, item.reference, item.solution, mode="choice",
                               max_chars=self.max_chars)
@@ -242,7 +242,7 @@ class ChoiceJudge:
 def make_judge(generator: Generator, *, mode: str = "generate", max_tokens: int = 512,
                max_chars: int = 6000, batch_size: int = 8) -> Judge:
     """A judge over a generator; ``choice`` needs a local model."""
-    from cooper.generation import HFGenerator
+    from cooper.infra.generation import HFGenerator
 
     if mode not in MODES:
         raise UserError(f"judge mode must be one of {', '.join(MODES)}, got '{mode}'")

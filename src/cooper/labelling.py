@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from cooper import collect
-from cooper.chunks import ChunkStore, Row
+from cooper.infra.chunks import ChunkStore, Row
 from cooper.data import DataError, _iter_rows, is_local_file
 from cooper.errors import UserError
 from cooper.judge import JudgeItem

@@ -28,8 +28,8 @@ from cooper.pairs import Pair, Rollout
 
 if TYPE_CHECKING:
     from cooper.config import AssistantConfig
-    from cooper.endpoint import Endpoint
-    from cooper.generation import HFGenerator, Messages
+    from cooper.infra.endpoint import Endpoint
+    from cooper.infra.generation import HFGenerator, Messages
     from cooper.verifier import Verdict
 
 VerifyFn = Callable[[Sequence[str], Sequence[str]], "list[Verdict]"]
@@ -92,7 +92,7 @@ class LocalAssistant:
         self.attempts_per_call = attempts_per_call
 
     def propose(self, positives: Sequence[Rollout], *, attempt: int, seed: int) -> list[str | None]:
-        from cooper.generation import SamplingConfig
+        from cooper.infra.generation import SamplingConfig
 
         if not positives:
             return []
@@ -125,7 +125,7 @@ class EndpointAssistant:
 
     @classmethod
     def from_config(cls, a: AssistantConfig) -> EndpointAssistant:
-        from cooper.endpoint import Endpoint, EndpointConfig
+        from cooper.infra.endpoint import Endpoint, EndpointConfig
 
         endpoint = Endpoint(EndpointConfig(
             base_url=a.base_url, model=a.model, api_key_env=a.api_key_env,

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cooper.errors import UserError
-from cooper.models import DEFAULT_MODEL
+from cooper.infra.models import DEFAULT_MODEL
 
 if TYPE_CHECKING:
     import torch
@@ -263,7 +263,7 @@ class RewardModel:
         ``max_length`` overrides the saved spec's token budget (a model trained with another
         budget then sees inputs cut differently; a warning says so).
         """
-        from cooper.models import load_sequence_classifier, load_tokenizer, resolve
+        from cooper.infra.models import load_sequence_classifier, load_tokenizer, resolve
 
         path = resolve(name_or_path)
         spec = InputSpec()

@@ -39,7 +39,7 @@ def build_dataset(cfg: TrainConfig, tokenizer) -> Any:
     from datasets import Dataset
 
     from cooper.data import Fields, load_problems, prompt_messages
-    from cooper.generation import render_messages
+    from cooper.infra.generation import render_messages
 
     d = cfg.data
     problems = load_problems(d.dataset, d.split, limit=d.limit, skip_bad=d.skip_bad,
@@ -143,8 +143,8 @@ def build_cooper_reward(cfg: TrainConfig, collective, device=None):
 
 def _attach_local_assistant(cfg: TrainConfig, cooper, trainer) -> None:
     """The local assistant: the frozen reference policy TRL already holds (no extra weights)."""
-    from cooper.generation import HFGenerator
-    from cooper.models import load_causal_lm, load_tokenizer
+    from cooper.infra.generation import HFGenerator
+    from cooper.infra.models import load_causal_lm, load_tokenizer
     from cooper.negatives import LocalAssistant
 
     a = cfg.assistant
@@ -174,8 +174,8 @@ def run(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
     import torch
     from accelerate import PartialState
 
-    from cooper import collective as coll
-    from cooper.models import load_tokenizer, resolve
+    from cooper.infra import collective as coll
+    from cooper.infra.models import load_tokenizer, resolve
     from cooper.trainer import (
         CooperTrainer,
         MetricsFileCallback,
@@ -261,7 +261,7 @@ def weights_fingerprint(model) -> str:
 
 def _check_rm_replicas(cooper, out: Path, is_main: bool) -> None:
     """Every process must end with the same reward model (gradients were summed across them)."""
-    prints = cooper.collective.gather_objects([weights_fingerprint(cooper.rm.model)])
+    prints = cooper.infra.collective.gather_objects([weights_fingerprint(cooper.rm.model)])
     identical = len(set(prints)) == 1
     if is_main:
         (out / "rm_replicas.json").write_text(json.dumps(

@@ -70,8 +70,8 @@ def warm_start(model_dir: str | os.PathLike, out_dir: str | os.PathLike, *, step
     ``out_dir`` with the tokenizer. Few steps leave a model that is sometimes right."""
     import torch
 
-    from cooper.generation import render_messages
-    from cooper.models import load_causal_lm, load_tokenizer
+    from cooper.infra.generation import render_messages
+    from cooper.infra.models import load_causal_lm, load_tokenizer
 
     tok = load_tokenizer(model_dir, padding_side="right")
     model = load_causal_lm(model_dir, dtype="float32").train()
@@ -111,8 +111,8 @@ def tiny_arith_models(*, progress: bool = False) -> Path:
     """
     import tempfile
 
-    from cooper.embedded import _lock, cache_root
-    from cooper.models import build_tiny_models
+    from cooper.infra.embedded import _lock, cache_root
+    from cooper.infra.models import build_tiny_models
 
     target = cache_root() / "models" / TINY_ARITH
     if (target / "policy" / "config.json").is_file() and (target / "reward" / "config.json").is_file():

@@ -42,9 +42,9 @@ class ValidationCallback(TrainerCallback):
 
         from trl.models import unwrap_model_for_generation
 
-        from cooper import collective
+        from cooper.infra import collective
         from cooper.evaluate import evaluate_problems
-        from cooper.generation import HFGenerator, SamplingConfig
+        from cooper.infra.generation import HFGenerator, SamplingConfig
         from cooper.pairs import shard
 
         trainer = self.trainer_ref["trainer"]

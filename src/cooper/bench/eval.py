@@ -2,7 +2,7 @@
 
 Both sides run the same model on the same problems with the same sampling settings (the
 evaluation protocol by default: temperature 0.7, top-p 0.95) through
-:class:`cooper.generation.HFGenerator`; the naive side gets one problem per ``generate`` call.
+:class:`cooper.infra.generation.HFGenerator`; the naive side gets one problem per ``generate`` call.
 Throughput counts generated tokens only: each completion's tokens up to and including its
 end-of-sequence token. Padding, and the steps a finished sequence idles through while the rest
 of its batch is still generating, are not counted, so the batched figure is not flattered by
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from cooper.data import load_problems
     from cooper.errors import UserError
     from cooper.evaluate import build_messages
-    from cooper.generation import HFGenerator, SamplingConfig
+    from cooper.infra.generation import HFGenerator, SamplingConfig
 
     if args.threads is not None:
         if args.threads < 1:

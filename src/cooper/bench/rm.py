@@ -15,7 +15,7 @@ import argparse
 import time
 from typing import Any
 
-from cooper.models import DEFAULT_MODEL
+from cooper.infra.models import DEFAULT_MODEL
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

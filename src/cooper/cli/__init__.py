@@ -15,7 +15,7 @@ import os
 import sys
 
 from cooper import __version__
-from cooper.allocator import keep_freed_memory
+from cooper.infra.allocator import keep_freed_memory
 from cooper.errors import UserError
 
 # Order here is the order in `cooper --help`: the pipeline from data to report.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from cooper.data import DEFAULT_MAX_ROW_BYTES, Fields
-from cooper.models import DEFAULT_MODEL
+from cooper.infra.models import DEFAULT_MODEL
 
 
 def add_model_args(p: argparse.ArgumentParser, flag: str = "--model",
@@ -57,7 +57,7 @@ def add_endpoint_args(p: argparse.ArgumentParser) -> None:
 
 def endpoint_base_from_args(args: argparse.Namespace):
     """The EndpointConfig limits of the command line (URL and model come from each spec)."""
-    from cooper.endpoint import EndpointConfig
+    from cooper.infra.endpoint import EndpointConfig
 
     return EndpointConfig(
         "http://unset", "unset", api_key_env=args.api_key_env, concurrency=args.concurrency,

@@ -14,7 +14,7 @@ from cooper.cli.common import (
     fields_from_args,
     local_options_from_args,
 )
-from cooper.models import DEFAULT_MODEL
+from cooper.infra.models import DEFAULT_MODEL
 
 SPEC_HELP = ("comma-separated model specs: [LABEL=]hf:MODEL (or just MODEL: the embedded "
              f"'{DEFAULT_MODEL}', a Hugging Face folder or Hub id) or "
@@ -111,7 +111,7 @@ def _specs(args: argparse.Namespace):
 def _collect(args: argparse.Namespace) -> int:
     from cooper.collect import collect
     from cooper.data import load_problems
-    from cooper.generation import SamplingConfig
+    from cooper.infra.generation import SamplingConfig
 
     specs = _specs(args)
     sampling = SamplingConfig(n=args.n, temperature=args.temperature, top_p=args.top_p,

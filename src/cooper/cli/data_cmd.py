@@ -59,7 +59,7 @@ def _show(args: argparse.Namespace) -> int:
                              max_row_bytes=args.max_row_bytes)
     tokenizer = None
     if args.prompt:
-        from cooper.models import load_tokenizer
+        from cooper.infra.models import load_tokenizer
 
         tokenizer = load_tokenizer(args.model, trust_remote_code=args.trust_remote_code)
     for pr in problems:

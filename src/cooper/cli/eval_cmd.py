@@ -113,7 +113,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _eval(args: argparse.Namespace) -> int:
     from cooper.eval_run import EvalSettings, format_summary, run_eval
-    from cooper.generation import SamplingConfig
+    from cooper.infra.generation import SamplingConfig
 
     if not args.out:
         raise UserError("--out DIR is required: the folder that holds the run (samples, "

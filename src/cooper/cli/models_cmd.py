@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from cooper import embedded
+from cooper.infra import embedded
 
 
 def register(sub: argparse._SubParsersAction) -> None:

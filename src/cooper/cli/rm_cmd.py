@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from cooper.data import DEFAULT_MAX_ROW_BYTES
-from cooper.models import DEFAULT_MODEL
+from cooper.infra.models import DEFAULT_MODEL
 
 
 def _add_input_args(p: argparse.ArgumentParser) -> None:

@@ -20,7 +20,7 @@ own prompt, so its samples do not depend on how requests were batched. Greedy ou
 two backends agree up to the numerics of their kernels.
 
 Other backends implement the same protocol elsewhere (OpenAI-compatible endpoints:
-:class:`cooper.endpoint.EndpointGenerator`).
+:class:`cooper.infra.endpoint.EndpointGenerator`).
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ class HFGenerator(_ChatTemplatePrompts):
     @classmethod
     def load(cls, name_or_path: str, *, trust_remote_code: bool = False, batch_size: int = 16,
              dtype: str | None = None) -> HFGenerator:
-        from cooper.models import load_causal_lm, load_tokenizer
+        from cooper.infra.models import load_causal_lm, load_tokenizer
 
         tok = load_tokenizer(name_or_path, trust_remote_code=trust_remote_code)
         model = load_causal_lm(name_or_path, trust_remote_code=trust_remote_code, dtype=dtype)
@@ -269,7 +269,7 @@ class VLLMGenerator(_ChatTemplatePrompts):
                             f"{e}); use --backend hf, or fix the vLLM installation") from e
         from transformers import GenerationConfig
 
-        from cooper.models import load_tokenizer, resolve
+        from cooper.infra.models import load_tokenizer, resolve
 
         path = resolve(name_or_path)
         tok = load_tokenizer(path, trust_remote_code=trust_remote_code)

@@ -48,8 +48,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cooper.errors import UserError
-from cooper.generation import Generation, Messages, OnSamples, SamplingConfig
-from cooper.resilience import CircuitBreaker, parse_retry_after
+from cooper.infra.generation import Generation, Messages, OnSamples, SamplingConfig
+from cooper.infra.resilience import CircuitBreaker, parse_retry_after
 
 log = logging.getLogger(__name__)
 
@@ -419,7 +419,7 @@ class Endpoint:
 
 
 class EndpointGenerator:
-    """The :class:`~cooper.generation.Generator` protocol over an :class:`Endpoint`.
+    """The :class:`~cooper.infra.generation.Generator` protocol over an :class:`Endpoint`.
 
     Sample ``k`` of every conversation is its own request with seed ``sampling.seed + k``
     (servers that honour seeds, such as vLLM, then return distinct, repeatable samples). A

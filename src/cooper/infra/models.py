@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from cooper import embedded
+from cooper.infra import embedded
 from cooper.errors import UserError
 
 if TYPE_CHECKING:
