@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from cooper.extraction import (
+from cooper.verify.extraction import (
     MAX_ANSWER_CHARS,
     AnswerSpan,
     clean_answer,

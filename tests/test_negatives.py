@@ -13,7 +13,7 @@ from cooper.negatives import (
     rejection_reason,
 )
 from cooper.pairs import Rollout
-from cooper.verifier import Verdict, verify_batch
+from cooper.verify.verifier import Verdict, verify_batch
 
 VERIFY = partial(verify_batch, mode="strict", timeout_s=5.0)
 

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from conftest import run_cli
 from cooper.data import Problem, load_problems
-from cooper.extraction import find_answer
+from cooper.verify.extraction import find_answer
 from cooper.perturb import gold_solution, perturbed_triples, rewrite_final_answer, wrong_answer
-from cooper.verifier import Verifier
+from cooper.verify.verifier import Verifier
 
 GSM8K = ("Natalia sold 48/2 = <<48/2=24>>24 clips in May.\n"
          "Natalia sold 48+24 = <<48+24=72>>72 clips altogether in April and May.\n#### 72")
@@ -134,7 +134,7 @@ def test_an_equation_answer_is_rewritten_in_its_result():
     # "\boxed{3 + 4 = 7}" is verified correct for reference 7; its rewrite must change the
     # result, not an operand, and must be verified wrong (math-verify calls any two equations
     # equal, so the check is against the result)
-    from cooper.verifier import verify
+    from cooper.verify.verifier import verify
 
     for seed in range(5):
         out = rewrite_final_answer("So \\boxed{3 + 4 = 7}", "7", random.Random(seed))

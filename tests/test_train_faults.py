@@ -129,7 +129,7 @@ def test_a_non_finite_score_makes_its_row_unscorable_in_every_column():
     of its group's baseline; a finite verdict column beside it would turn NaN into reward 0."""
     from cooper.cooper_reward import CooperReward
     from cooper.trainer import _Batch, reward_functions
-    from cooper.verifier import Verdict
+    from cooper.verify.verifier import Verdict
 
     def verify(completions, references):
         return [Verdict(c == r, c, "correct" if c == r else "wrong")
@@ -158,7 +158,7 @@ def test_pathological_completions_cost_one_verifier_timeout_per_step():
     """Stage 1 of a training step on completions that would keep math-verify busy for
     minutes: the step's verification ends within the verifier timeout, they score 0."""
     from cooper.cooper_reward import CooperReward
-    from cooper.verifier import verify_batch
+    from cooper.verify.verifier import verify_batch
 
     hangs = [r"\boxed{9^{9^{9^{9}}}}", r"\boxed{(10^{10})!}", r"\boxed{10^{10^{10}}}"]
     completions = [*hangs, r"so \boxed{3}", r"so \boxed{4}"]

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import cli_env
-from cooper.verifier import REASONS, Verdict, Verifier, equivalent, fast_equivalent
+from cooper.verify.verifier import REASONS, Verdict, Verifier, equivalent, fast_equivalent
 
 TIMEOUT = 1.0
 SLACK = 1.0  # acceptance: an item returns within timeout + 1 s
@@ -196,7 +196,7 @@ def test_many_threads_share_one_verifier(verifier):
 
 SCRIPT = textwrap.dedent(r"""
     import json, sys, time
-    from cooper.verifier import Verifier
+    from cooper.verify.verifier import Verifier
     v = Verifier(workers=2)
     comps = [r"\boxed{\frac{%d}{2}}" % n for n in range(30)] + [r"\boxed{9^{9^{9^{9}}}}"]
     refs = [str(n / 2) for n in range(30)] + ["1"]
@@ -255,7 +255,7 @@ def test_worker_killed_from_outside_is_replaced(verifier):
 def test_forked_child_gets_its_own_workers():
     script = textwrap.dedent(r"""
         import os, sys
-        from cooper.verifier import Verifier
+        from cooper.verify.verifier import Verifier
         v = Verifier(workers=1)
         assert v.verify(r"\boxed{x+1}", "1+x").correct
         parent_pids = v.worker_pids()

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 
 from cooper.data import BOXED_INSTRUCTION, Problem, number_to_str
 from cooper.errors import UserError
-from cooper.extraction import MODES as VERIFY_MODES
-from cooper.extraction import clean_answer
+from cooper.verify.extraction import MODES as VERIFY_MODES
+from cooper.verify.extraction import clean_answer
 from cooper.infra.generation import Generator, Messages, OnSamples, SamplingConfig
 
 # Problems per chunk. A chunk is generated and verified as a unit and is the unit a resumed
@@ -127,7 +127,7 @@ _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 def normalize_answer(answer: str) -> str:
     """A canonical string for majority voting: ``'$1,000.0$'`` and ``'1000'`` both give ``'1000'``.
 
-    First the verifier's own clean-up (:func:`cooper.extraction.clean_answer`: math delimiters,
+    First the verifier's own clean-up (:func:`cooper.verify.extraction.clean_answer`: math delimiters,
     currency, a final period), then spacing and notation variants that do not change a value.
     """
     s = _NOISE.sub("", clean_answer(answer))
@@ -254,7 +254,7 @@ def sample_chunk(generator: Generator, problems: Sequence[Problem], sampling: Sa
 
     Records come back grouped by problem (in input order), samples 0..n-1 within a problem.
     """
-    from cooper.verifier import verify_batch
+    from cooper.verify.verifier import verify_batch
 
     check_verify_mode(verify_mode)
     convs = [build_messages(p.question, prompt_template) for p in problems]

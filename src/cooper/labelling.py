@@ -174,7 +174,7 @@ def label(in_path: str | os.PathLike, out: str | os.PathLike, judge: Judge | Non
           policy: str = "agree", chunk_rows: int = 64, verifier_mode: str = "strict",
           verifier_timeout_s: float = 5.0, progress: bool = False) -> LabelStats:
     """Vote on every row of ``in_path`` and write kept / dropped rows and statistics."""
-    from cooper.verifier import verify_batch
+    from cooper.verify.verifier import verify_batch
 
     if policy not in POLICIES:
         raise UserError(f"--policy must be one of {', '.join(POLICIES)}, got '{policy}'")

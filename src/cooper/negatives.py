@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from cooper.config import AssistantConfig
     from cooper.infra.endpoint import Endpoint
     from cooper.infra.generation import HFGenerator, Messages
-    from cooper.verifier import Verdict
+    from cooper.verify.verifier import Verdict
 
 VerifyFn = Callable[[Sequence[str], Sequence[str]], "list[Verdict]"]
 

@@ -37,8 +37,8 @@ from dataclasses import asdict, dataclass
 from fractions import Fraction
 
 from cooper.data import Problem
-from cooper.extraction import Mode, clean_answer, find_answer, normalize_reference
-from cooper.verifier import Verifier, default_verifier
+from cooper.verify.extraction import Mode, clean_answer, find_answer, normalize_reference
+from cooper.verify.verifier import Verifier, default_verifier
 
 log = logging.getLogger(__name__)
 

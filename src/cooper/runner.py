@@ -95,7 +95,7 @@ def build_cooper_reward(cfg: TrainConfig, collective, device=None):
 
     from cooper.cooper_reward import CooperReward
     from cooper.negatives import RewriteNegatives
-    from cooper.verifier import verify_batch
+    from cooper.verify.verifier import verify_batch
 
     rm = updater = None
     if cfg.reward.model:

@@ -6,7 +6,7 @@ against a perturbed (wrong) reference, and MATH500 solutions against their answe
 * Baseline: plain math-verify, single process, called in a loop exactly as its README shows:
   ``verify(parse("$" + reference + "$"), parse(completion))`` with its default settings
   (SIGALRM timeouts on; the benchmark runs in the main thread, where they work).
-* Ours: :class:`cooper.verifier.Verifier` on the same pairs, in RL-sized batches
+* Ours: :class:`cooper.verify.verifier.Verifier` on the same pairs, in RL-sized batches
   (``--batch-size``), with a fresh cache. Both sides are warmed up before timing (imports,
   worker start-up and math-verify's first-call set-up are not timed on either side).
 * ``speedup_without_fast_path`` repeats our run with the in-process fast path off, to show what
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cooper.errors import UserError
-from cooper.verifier import Verifier, VerifierStats
+from cooper.verify.verifier import Verifier, VerifierStats
 
 HOSTILE_TIMEOUT_NOTE = "one verify() call per item, from a non-main thread"
 
@@ -45,7 +45,7 @@ class Item:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from cooper.verifier import DEFAULT_TIMEOUT_S
+    from cooper.verify.verifier import DEFAULT_TIMEOUT_S
 
     p.add_argument("--limit", type=int, default=None,
                    help="use the first N problems of each data set (default: all)")
@@ -153,7 +153,7 @@ def _kind(it: Item, ours_correct: bool, reason: str) -> str:
     """Who is right (gold solutions are correct by construction, perturbed references wrong)
     and which extraction rule our side used: ``ours_right_gsm8k`` = ours is right and read the
     ``####`` marker. docs/verifier.md explains each kind."""
-    from cooper.extraction import find_answer
+    from cooper.verify.extraction import find_answer
 
     if reason in ("timeout", "error"):
         return f"ours_{reason}"

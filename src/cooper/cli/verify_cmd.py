@@ -15,8 +15,8 @@ CHUNK = 512
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from cooper.extraction import MODES
-    from cooper.verifier import DEFAULT_TIMEOUT_S
+    from cooper.verify.extraction import MODES
+    from cooper.verify.verifier import DEFAULT_TIMEOUT_S
 
     p = sub.add_parser(
         "verify", help="check completions' final answers against references (math-verify)",
@@ -76,7 +76,7 @@ def _read_pairs(path: Path) -> Iterator[tuple[str, str]]:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from cooper.verifier import Verifier
+    from cooper.verify.verifier import Verifier
 
     if args.timeout <= 0:
         raise UserError(f"--timeout must be positive, got {args.timeout}")

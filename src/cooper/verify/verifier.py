@@ -4,16 +4,16 @@ Cooper trusts this verifier to pick the positives that train the reward model, e
 to score benchmarks, and data labelling uses it as one of two labellers. So it must be correct,
 fast, and impossible to hang. One check goes:
 
-1. **Extract** the final answer with :func:`cooper.extraction.find_answer` (``strict``: boxed,
+1. **Extract** the final answer with :func:`cooper.verify.extraction.find_answer` (``strict``: boxed,
    ``####``, "answer is"; ``lenient`` adds the last number). No answer: ``no_answer``.
-2. **Normalise** both sides (:func:`~cooper.extraction.clean_answer`,
-   :func:`~cooper.extraction.normalize_reference`): math delimiters and currency signs dropped,
+2. **Normalise** both sides (:func:`~cooper.verify.extraction.clean_answer`,
+   :func:`~cooper.verify.extraction.normalize_reference`): math delimiters and currency signs dropped,
    a GSM8K solution cut to its ``####`` answer, ``145.0`` read as ``145``.
 3. **Fast path**, in the calling process, where it provably agrees with math-verify: the two
    texts are identical, or both are plain decimals within math-verify's exact range
-   (:func:`~cooper.extraction.plain_number`) and compare as exact fractions.
+   (:func:`~cooper.verify.extraction.plain_number`) and compare as exact fractions.
 4. **Cache** of earlier (answer, reference) results: RL groups repeat answers a lot.
-5. **math-verify** otherwise, in a :class:`~cooper.procpool.ProcessPool` worker:
+5. **math-verify** otherwise, in a :class:`~cooper.verify.procpool.ProcessPool` worker:
    ``verify(parse("$reference$"), parse("$answer$"))`` with math-verify's own SIGALRM timeouts
    switched off (``parsing_timeout=None``, ``timeout_seconds=None``), because SIGALRM only works
    in the main thread (huggingface/Math-Verify#50, #55; huggingface/trl#5281) and TRL calls
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from cooper.extraction import (
+from cooper.verify.extraction import (
     MODES,
     Mode,
     clean_answer,
@@ -45,7 +45,7 @@ from cooper.extraction import (
     normalize_reference,
     plain_number,
 )
-from cooper.procpool import ProcessPool
+from cooper.verify.procpool import ProcessPool
 
 log = logging.getLogger(__name__)
 

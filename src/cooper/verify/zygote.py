@@ -1,7 +1,7 @@
 """What runs inside the verifier's processes: the zygote and the workers it forks.
 
 The zygote (:func:`zygote_main`) is a fresh interpreter started by
-:class:`cooper.procpool.ProcessPool` with ``python -c``. It runs the pool's initializer once
+:class:`cooper.verify.procpool.ProcessPool` with ``python -c``. It runs the pool's initializer once
 (for the verifier: import math-verify and warm it up), then waits on its socket to the pool.
 Each request is one byte plus a socket fd (``SCM_RIGHTS``); the zygote forks, the child becomes
 a worker on that socket (:func:`_worker_loop`), and the zygote answers with the child's pid.
