@@ -269,7 +269,7 @@ def rewrite_reply(request: ChatRequest) -> str:
     answer changed by rule (see :data:`cooper.negatives.ASSISTANT_TEMPLATE`)."""
     import re
 
-    from cooper.perturb import rewrite_final_answer
+    from cooper.data.perturb import rewrite_final_answer
 
     text = request.last_user
     solution = re.search(r"<<<SOLUTION\n(.*)\nSOLUTION>>>", text, re.S)

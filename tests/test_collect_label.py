@@ -21,7 +21,7 @@ import pytest
 from conftest import cli_env, run_cli
 from cooper.backends import LocalOptions, open_generator, parse_spec, parse_specs
 from cooper.collect import collect
-from cooper.data import Fields, load_problems
+from cooper.data.problems import Fields, load_problems
 from cooper.infra.endpoint import EndpointConfig
 from cooper.errors import UserError
 from cooper.infra.generation import SamplingConfig

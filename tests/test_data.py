@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import run_cli
-from cooper.data import (
+from cooper.data.problems import (
     BOXED_INSTRUCTION,
     DataError,
     Fields,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import cli_env, run_cli
-from cooper.data import load_problems
+from cooper.data.problems import load_problems
 from cooper.evaluate import evaluate_problems
 from cooper.infra.generation import HFGenerator, SamplingConfig
 

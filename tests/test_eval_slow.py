@@ -38,7 +38,7 @@ def test_vllm_and_hf_agree_greedy():
     pytest.importorskip("vllm")
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
-    from cooper.data import load_problems
+    from cooper.data.problems import load_problems
     from cooper.evaluate import build_messages
     from cooper.infra.generation import HFGenerator, SamplingConfig, VLLMGenerator
 

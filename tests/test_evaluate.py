@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cooper.data import Problem
+from cooper.data.problems import Problem
 from cooper.errors import UserError
 from cooper.evaluate import (
     DEFAULT_PROMPT_TEMPLATE,

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import run_cli
-from cooper.data import Problem, load_problems
+from cooper.data.problems import Problem, load_problems
 from cooper.verify.extraction import find_answer
-from cooper.perturb import gold_solution, perturbed_triples, rewrite_final_answer, wrong_answer
+from cooper.data.perturb import gold_solution, perturbed_triples, rewrite_final_answer, wrong_answer
 from cooper.verify.verifier import Verifier
 
 GSM8K = ("Natalia sold 48/2 = <<48/2=24>>24 clips in May.\n"

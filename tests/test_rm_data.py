@@ -8,9 +8,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from cooper.data import DataError
+from cooper.data.problems import DataError
 from cooper.reward_model import Triple
-from cooper.rm_data import load_triples
+from cooper.data.triples import load_triples
 
 
 def _jsonl(path, rows):

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from cooper.backends import BackendSpec, LocalOptions, open_generator
 from cooper.infra.chunks import ChunkStore, Row
-from cooper.data import Problem, prompt_messages
+from cooper.data.problems import Problem, prompt_messages
 from cooper.infra.endpoint import EndpointConfig, EndpointGenerator, to_generation
 from cooper.errors import UserError
 from cooper.infra.generation import Generation, SamplingConfig

@@ -88,7 +88,7 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
     """Run every stage; returns the summary (also written to ``OUT/summary.json``)."""
     from cooper.infra import embedded
     from cooper.config import load_config
-    from cooper.data import load_problems
+    from cooper.data.problems import load_problems
     from cooper.infra.generation import HFGenerator, SamplingConfig
     from cooper.infra.models import DEFAULT_MODEL
 
@@ -157,8 +157,8 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
 
 
 def _write_perturbed(path: Path, dataset: str, n: int, seed: int) -> int:
-    from cooper.data import load_problems
-    from cooper.perturb import perturbed_triples
+    from cooper.data.problems import load_problems
+    from cooper.data.perturb import perturbed_triples
 
     triples, _ = perturbed_triples(load_problems(dataset, "train"), n, random.Random(seed))
     path.write_text("".join(json.dumps(asdict(t)) + "\n" for t in triples))
@@ -168,7 +168,7 @@ def _write_perturbed(path: Path, dataset: str, n: int, seed: int) -> int:
 def _train_rm(data_file: Path, rm_dir: Path, s: DemoSettings) -> float:
     from cooper.infra.models import DEFAULT_MODEL
     from cooper.reward_model import RewardModel
-    from cooper.rm_data import load_triples
+    from cooper.data.triples import load_triples
     from cooper.rm_training import TrainConfig, train_bce
 
     rows = list(load_triples(data_file))

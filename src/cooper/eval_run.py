@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from cooper import __version__
-from cooper.data import (
+from cooper.data.problems import (
     BUILTIN_SPLITS,
     DEFAULT_MAX_ROW_BYTES,
     Fields,

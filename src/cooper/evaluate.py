@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from cooper.data import BOXED_INSTRUCTION, Problem, number_to_str
+from cooper.data.problems import BOXED_INSTRUCTION, Problem, number_to_str
 from cooper.errors import UserError
 from cooper.verify.extraction import MODES as VERIFY_MODES
 from cooper.verify.extraction import clean_answer

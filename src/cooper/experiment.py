@@ -254,7 +254,7 @@ class Setup:
 def _tiny_model(name: str, role: str, folder: Path, seed: int) -> Path:
     """A tiny model built on this machine, copied into the experiment folder."""
     if name == "tiny-arith":
-        from cooper.synthetic import tiny_arith_models
+        from cooper.data.synthetic import tiny_arith_models
 
         src = tiny_arith_models() / ("policy" if role == "policy" else "reward")
     else:
@@ -271,8 +271,8 @@ def _triples_file(path: Path, dataset: str, split: str, n: int, seed: int,
                   unfinished: int = 0) -> Path:
     """Gold solutions (label 1) and perturbed copies (label 0); ``unfinished`` more label-0
     triples are gold solutions cut at a random point before their final answer."""
-    from cooper.data import load_problems
-    from cooper.perturb import Triple, perturbed_triples
+    from cooper.data.problems import load_problems
+    from cooper.data.perturb import Triple, perturbed_triples
 
     rng = random.Random(seed)
     triples, _ = perturbed_triples(load_problems(dataset, split), n, rng)
@@ -292,7 +292,7 @@ def _triples_file(path: Path, dataset: str, split: str, n: int, seed: int,
 
 def _train_initial_rm(exp: ExperimentConfig, base: str, data: Path, out: Path) -> dict:
     from cooper.reward_model import RewardModel
-    from cooper.rm_data import load_triples
+    from cooper.data.triples import load_triples
     from cooper.rm_training import TrainConfig as BCEConfig
     from cooper.rm_training import evaluate, train_bce
 
@@ -343,7 +343,7 @@ def run_setup(exp: ExperimentConfig, out: Path) -> Setup:
 
 def _probe_accuracy(reward_model: str, probe: str) -> float:
     from cooper.reward_model import RewardModel
-    from cooper.rm_data import load_triples
+    from cooper.data.triples import load_triples
     from cooper.rm_training import evaluate
 
     return evaluate(RewardModel.load(reward_model, dtype="float32"),
@@ -354,7 +354,7 @@ def _probe_accuracy(reward_model: str, probe: str) -> float:
 
 def evaluate_policy(exp: ExperimentConfig, model: str, path: Path) -> dict[str, Any]:
     """The policy on every benchmark (``final_eval``); written to ``path`` and returned."""
-    from cooper.data import load_problems
+    from cooper.data.problems import load_problems
     from cooper.evaluate import evaluate_problems
     from cooper.infra.generation import HFGenerator, SamplingConfig, VLLMGenerator
 

@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from cooper import collect
 from cooper.infra.chunks import ChunkStore, Row
-from cooper.data import DataError, _iter_rows, is_local_file
+from cooper.data.problems import DataError, _iter_rows, is_local_file
 from cooper.errors import UserError
 from cooper.judge import JudgeItem
 

@@ -157,7 +157,7 @@ class RewriteNegatives:
     attempts_per_call = 1
 
     def propose(self, positives: Sequence[Rollout], *, attempt: int, seed: int) -> list[str | None]:
-        from cooper.perturb import rewrite_final_answer
+        from cooper.data.perturb import rewrite_final_answer
 
         out = []
         for i, p in enumerate(positives):

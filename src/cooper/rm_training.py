@@ -33,7 +33,7 @@ from cooper.rm_trunk import FrozenTrunk, unsupported
 if TYPE_CHECKING:
     import torch
 
-    from cooper.rm_data import LabelledTriple
+    from cooper.data.triples import LabelledTriple
 
 log = logging.getLogger(__name__)
 

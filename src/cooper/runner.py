@@ -38,7 +38,7 @@ def build_dataset(cfg: TrainConfig, tokenizer) -> Any:
     """
     from datasets import Dataset
 
-    from cooper.data import Fields, load_problems, prompt_messages
+    from cooper.data.problems import Fields, load_problems, prompt_messages
     from cooper.infra.generation import render_messages
 
     d = cfg.data

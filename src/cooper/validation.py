@@ -25,14 +25,14 @@ from cooper.config import RewardConfig, ValidationConfig
 class ValidationCallback(TrainerCallback):
     def __init__(self, vcfg: ValidationConfig, tokenizer, trainer_ref: dict[str, Any],
                  reward_cfg: RewardConfig):
-        from cooper.data import load_problems
+        from cooper.data.problems import load_problems
 
         self.vcfg, self.trainer_ref, self.reward_cfg = vcfg, trainer_ref, reward_cfg
         self.tokenizer = tokenizer
         self.problems = list(load_problems(vcfg.dataset, vcfg.split, limit=vcfg.limit))
         self.probe = None
         if vcfg.rm_probe:
-            from cooper.rm_data import load_triples
+            from cooper.data.triples import load_triples
 
             self.probe = load_triples(vcfg.rm_probe).rows  # a bad file stops before training
 

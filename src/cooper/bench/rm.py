@@ -34,10 +34,10 @@ def _triples(args: argparse.Namespace) -> list:
     from cooper.reward_model import Triple
 
     if args.data:
-        from cooper.rm_data import load_triples
+        from cooper.data.triples import load_triples
 
         return load_triples(args.data, require_label=False, limit=args.n).triples
-    from cooper.data import load_problems
+    from cooper.data.problems import load_problems
 
     return [Triple(p.question, p.reference, p.solution or "")
             for p in load_problems("gsm8k", "test", limit=args.n)]

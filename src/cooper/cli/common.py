@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from cooper.data import DEFAULT_MAX_ROW_BYTES, Fields
+from cooper.data.problems import DEFAULT_MAX_ROW_BYTES, Fields
 from cooper.infra.models import DEFAULT_MODEL
 
 

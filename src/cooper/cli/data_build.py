@@ -110,7 +110,7 @@ def _specs(args: argparse.Namespace):
 
 def _collect(args: argparse.Namespace) -> int:
     from cooper.collect import collect
-    from cooper.data import load_problems
+    from cooper.data.problems import load_problems
     from cooper.infra.generation import SamplingConfig
 
     specs = _specs(args)

@@ -52,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from cooper.data import load_problems, render_prompt
+    from cooper.data.problems import load_problems, render_prompt
 
     problems = load_problems(args.dataset, args.split, fields=fields_from_args(args),
                              limit=args.n, skip_bad=args.skip_bad,
@@ -88,9 +88,9 @@ def _perturbed(args: argparse.Namespace) -> int:
     from dataclasses import replace
     from pathlib import Path
 
-    from cooper.data import is_local_file, load_problems
+    from cooper.data.problems import is_local_file, load_problems
     from cooper.errors import UserError
-    from cooper.perturb import perturbed_triples
+    from cooper.data.perturb import perturbed_triples
 
     if args.n < 2 or args.n % 2:
         raise UserError(f"--n must be a positive even number (gold and perturbed come in "

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from cooper.data import DEFAULT_MAX_ROW_BYTES
+from cooper.data.problems import DEFAULT_MAX_ROW_BYTES
 from cooper.infra.models import DEFAULT_MODEL
 
 
@@ -113,7 +113,7 @@ def _check_positive(name: str, value: int | None) -> None:
 
 def _load_rows(args: argparse.Namespace, file: str, require_label: bool):
     from cooper.reward_model import Triple
-    from cooper.rm_data import load_triples
+    from cooper.data.triples import load_triples
 
     rows = load_triples(file, require_label=require_label, skip_bad=args.skip_bad,
                         max_row_bytes=args.max_row_bytes, limit=args.limit,

@@ -173,7 +173,7 @@ def completion_text(completion: Any) -> str:
     if isinstance(completion, bytes | bytearray):
         return bytes(completion).decode("utf-8", errors="replace")
     if isinstance(completion, int | float) and not isinstance(completion, bool):
-        from cooper.data import number_to_str
+        from cooper.data.problems import number_to_str
 
         try:
             return number_to_str(completion)

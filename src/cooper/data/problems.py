@@ -200,7 +200,7 @@ BUILTIN_SPLITS: dict[str, tuple[str, ...]] = {
 
 
 def _bundled(*parts: str) -> Path:
-    return Path(str(resources.files("cooper") / "data_files" / Path(*parts)))
+    return Path(str(resources.files("cooper.data") / "bundled" / Path(*parts)))
 
 
 def _svamp_question(body: str, question: str) -> str:
@@ -224,7 +224,7 @@ def _builtin_rows(name: str, split: str) -> Iterator[tuple[str, Problem]]:
             yield row["ID"], Problem(f"svamp-{row['ID']}", _svamp_question(row["Body"], row["Question"]),
                                      number_to_str(row["Answer"]), "svamp", row["Equation"])
     elif name in ("arith", "arith_small"):
-        from cooper.synthetic import arithmetic_problems
+        from cooper.data.synthetic import arithmetic_problems
 
         for problem in arithmetic_problems(split, name):
             yield problem.id, problem

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cooper.data import (
+from cooper.data.problems import (
     DEFAULT_MAX_ROW_BYTES,
     DataError,
     Skip,

@@ -36,7 +36,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 
-from cooper.data import Problem
+from cooper.data.problems import Problem
 from cooper.verify.extraction import Mode, clean_answer, find_answer, normalize_reference
 from cooper.verify.verifier import Verifier, default_verifier
 
