@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from cooper.data.problems import DataError
-from cooper.reward_model import Triple
+from cooper.rm.model import Triple
 from cooper.data.triples import load_triples
 
 

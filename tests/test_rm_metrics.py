@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from cooper.rm_metrics import (
+from cooper.rm.metrics import (
     Confusion,
     auroc,
     binary_metrics,

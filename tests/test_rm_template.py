@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cooper.errors import UserError
-from cooper.reward_model import (
+from cooper.rm.model import (
     CUT_MARKER,
     InputSpec,
     RewardModel,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cooper.reward_model import RewardModel, Triple
-from cooper.rm_trunk import FrozenTrunk, unsupported
+from cooper.rm.model import RewardModel, Triple
+from cooper.rm.trunk import FrozenTrunk, unsupported
 
 TRIPLES = [Triple("What is 3+4?", "7", "3+4=7. " * n + "#### 7") for n in (1, 4, 9)]
 

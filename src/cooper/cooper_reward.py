@@ -36,8 +36,8 @@ from cooper.negatives import NegativeOutcome, NegativeSource, build_pairs, make_
 from cooper.pairs import Rollout, RolloutStats, rollout_stats, select_positives, shard
 
 if TYPE_CHECKING:
-    from cooper.reward_model import RewardModel
-    from cooper.rm_training import PairwiseUpdater
+    from cooper.rm.model import RewardModel
+    from cooper.rm.training import PairwiseUpdater
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ class CooperReward:
         # 2. the current reward model's probabilities (the reward in rm and cooper modes)
         scores: list[float | None] = [None] * len(completions)
         if self.use_rm:
-            from cooper.reward_model import Triple
+            from cooper.rm.model import Triple
 
             t = time.perf_counter()
             scores = self.rm.score([Triple(q, r, c) for q, r, c in
@@ -187,7 +187,7 @@ class CooperReward:
         loss = acc = grad_norm = None
         updated = skipped = False
         if total_pairs:
-            from cooper.reward_model import Triple
+            from cooper.rm.model import Triple
 
             pos = [Triple(p.question, p.reference, p.positive) for p in pairs]
             neg = [Triple(p.question, p.reference, p.negative) for p in pairs]
@@ -209,7 +209,7 @@ class CooperReward:
         """(sum of pairwise losses, pairs ranked right) without changing the reward model."""
         import torch
 
-        from cooper.rm_training import pairwise_loss
+        from cooper.rm.training import pairwise_loss
 
         if not pos:
             return [0.0, 0.0]

@@ -291,10 +291,10 @@ def _triples_file(path: Path, dataset: str, split: str, n: int, seed: int,
 
 
 def _train_initial_rm(exp: ExperimentConfig, base: str, data: Path, out: Path) -> dict:
-    from cooper.reward_model import RewardModel
+    from cooper.rm.model import RewardModel
     from cooper.data.triples import load_triples
-    from cooper.rm_training import TrainConfig as BCEConfig
-    from cooper.rm_training import evaluate, train_bce
+    from cooper.rm.training import TrainConfig as BCEConfig
+    from cooper.rm.training import evaluate, train_bce
 
     r = exp.rm_init
     rows = load_triples(data).rows
@@ -342,9 +342,9 @@ def run_setup(exp: ExperimentConfig, out: Path) -> Setup:
 
 
 def _probe_accuracy(reward_model: str, probe: str) -> float:
-    from cooper.reward_model import RewardModel
+    from cooper.rm.model import RewardModel
     from cooper.data.triples import load_triples
-    from cooper.rm_training import evaluate
+    from cooper.rm.training import evaluate
 
     return evaluate(RewardModel.load(reward_model, dtype="float32"),
                     load_triples(probe).rows).accuracy

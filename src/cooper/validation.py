@@ -78,7 +78,7 @@ class ValidationCallback(TrainerCallback):
         import math
 
         from cooper.pairs import shard
-        from cooper.rm_metrics import binary_metrics
+        from cooper.rm.metrics import binary_metrics
 
         mine = shard(self.probe, c.rank, c.world_size)
         scores = rm.score([r.triple for r in mine], batch_size=self.reward_cfg.score_batch_size)

@@ -1,6 +1,6 @@
 """Reward-model scoring throughput: length-sorted batches vs batches in input order.
 
-Scores the same triples twice with :meth:`cooper.reward_model.RewardModel.score`, once with
+Scores the same triples twice with :meth:`cooper.rm.model.RewardModel.score`, once with
 batches of similar length (the default) and once in input order, and reports sequences per
 second of each (``seq_per_s``, ``naive_seq_per_s``) and their ratio (``speedup``), plus the
 padding each way. The triples are GSM8K test questions with their gold solutions as
@@ -31,7 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _triples(args: argparse.Namespace) -> list:
-    from cooper.reward_model import Triple
+    from cooper.rm.model import Triple
 
     if args.data:
         from cooper.data.triples import load_triples
@@ -50,7 +50,7 @@ def _padded_tokens(lengths: list[int], order: list[int], batch_size: int) -> int
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from cooper.errors import UserError
-    from cooper.reward_model import RewardModel
+    from cooper.rm.model import RewardModel
 
     if args.n < 1 or args.batch_size < 1 or args.repeats < 1:
         raise UserError("--n, --batch-size and --repeats must be at least 1")

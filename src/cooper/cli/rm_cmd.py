@@ -112,7 +112,7 @@ def _check_positive(name: str, value: int | None) -> None:
 
 
 def _load_rows(args: argparse.Namespace, file: str, require_label: bool):
-    from cooper.reward_model import Triple
+    from cooper.rm.model import Triple
     from cooper.data.triples import load_triples
 
     rows = load_triples(file, require_label=require_label, skip_bad=args.skip_bad,
@@ -130,7 +130,7 @@ def _load_rows(args: argparse.Namespace, file: str, require_label: bool):
 
 
 def _load_rm(args: argparse.Namespace):
-    from cooper.reward_model import SPEC_FILE, RewardModel
+    from cooper.rm.model import SPEC_FILE, RewardModel
 
     _check_positive("--batch-size", args.batch_size)
     if not (Path(args.model) / SPEC_FILE).is_file():
@@ -144,8 +144,8 @@ def _train(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from cooper.errors import UserError
-    from cooper.reward_model import RewardModel
-    from cooper.rm_training import TrainConfig, train_bce
+    from cooper.rm.model import RewardModel
+    from cooper.rm.training import TrainConfig, train_bce
 
     out = Path(args.out)
     if out.exists() and any(out.iterdir()) and not args.overwrite:
@@ -188,7 +188,7 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from cooper.rm_metrics import binary_metrics, metrics_by_group
+    from cooper.rm.metrics import binary_metrics, metrics_by_group
 
     rows = _load_rows(args, args.data, require_label=True)
     rm = _load_rm(args)

@@ -30,7 +30,7 @@ from cooper.data.problems import (
     is_local_file,
 )
 from cooper.errors import UserError
-from cooper.reward_model import Triple
+from cooper.rm.model import Triple
 
 log = logging.getLogger(__name__)
 

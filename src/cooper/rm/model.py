@@ -305,7 +305,7 @@ class RewardModel:
                             self._marker)
         # A tokenizer that appends EOS where EOS is also the pad token: the classifier pools the
         # rightmost non-pad token, so that EOS is never read; dropping it keeps the pooled
-        # token the last one, as cooper.rm_trunk assumes, and changes no score.
+        # token the last one, as cooper.rm.trunk assumes, and changes no score.
         while len(ids) > 1 and ids[-1] == self.tokenizer.pad_token_id:
             ids.pop()
         return ids

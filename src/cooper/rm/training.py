@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cooper.errors import UserError
-from cooper.reward_model import RewardModel, Triple, progress_bar
-from cooper.rm_metrics import BinaryMetrics, binary_metrics
-from cooper.rm_trunk import FrozenTrunk, unsupported
+from cooper.rm.model import RewardModel, Triple, progress_bar
+from cooper.rm.metrics import BinaryMetrics, binary_metrics
+from cooper.rm.trunk import FrozenTrunk, unsupported
 
 if TYPE_CHECKING:
     import torch

@@ -23,7 +23,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from cooper.reward_model import RewardModel, progress_bar
+from cooper.rm.model import RewardModel, progress_bar
 
 if TYPE_CHECKING:
     import torch
