@@ -266,7 +266,7 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
 
 def rewrite_reply(request: ChatRequest) -> str:
     """Plays the trainer's assistant: the solution between the prompt's markers with its final
-    answer changed by rule (see :data:`cooper.negatives.ASSISTANT_TEMPLATE`)."""
+    answer changed by rule (see :data:`cooper.rl.negatives.ASSISTANT_TEMPLATE`)."""
     import re
 
     from cooper.data.perturb import rewrite_final_answer

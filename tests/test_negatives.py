@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from cooper.negatives import (
+from cooper.rl.negatives import (
     NegativeOutcome,
     RewriteNegatives,
     assistant_messages,
@@ -12,7 +12,7 @@ from cooper.negatives import (
     make_negatives,
     rejection_reason,
 )
-from cooper.pairs import Rollout
+from cooper.rl.pairs import Rollout
 from cooper.verify.verifier import Verdict, verify_batch
 
 VERIFY = partial(verify_batch, mode="strict", timeout_s=5.0)
@@ -95,7 +95,7 @@ def test_local_assistant_budget_follows_the_positives_length(tiny_models):
     # more than max_new_tokens. The real tiny generator runs; a thin wrapper records the budget
     # it was given (its random weights stop at random points, so lengths alone prove nothing).
     from cooper.infra.generation import HFGenerator
-    from cooper.negatives import LocalAssistant, negative_token_budget
+    from cooper.rl.negatives import LocalAssistant, negative_token_budget
 
     class Recording(HFGenerator):
         budgets: list[int] = []
@@ -156,7 +156,7 @@ def test_local_assistant_leaves_the_policys_random_stream_alone(tiny_models):
     import torch
 
     from cooper.infra.generation import HFGenerator
-    from cooper.negatives import LocalAssistant
+    from cooper.rl.negatives import LocalAssistant
 
     gen = HFGenerator.load(str(tiny_models.policy))
     torch.manual_seed(1234)
@@ -196,7 +196,7 @@ def test_stand_in_remote_assistant_server_writes_valid_negatives_after_its_delay
 
     from conftest import cli_env
     from cooper.infra.endpoint import Endpoint, EndpointConfig
-    from cooper.negatives import EndpointAssistant
+    from cooper.rl.negatives import EndpointAssistant
 
     script = Path(__file__).with_name("openai_server.py")
     proc = subprocess.Popen([sys.executable, str(script), "--delay", "0.5", "--reply", "rewrite"],

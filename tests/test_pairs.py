@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from cooper.pairs import Rollout, rollout_stats, select_positives, shard
+from cooper.rl.pairs import Rollout, rollout_stats, select_positives, shard
 
 
 def R(pid, text, correct, score=None):

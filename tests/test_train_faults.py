@@ -127,8 +127,8 @@ class _FixedScores:
 def test_a_non_finite_score_makes_its_row_unscorable_in_every_column():
     """TRL gives a row that is NaN in *every* reward column zero advantage and leaves it out
     of its group's baseline; a finite verdict column beside it would turn NaN into reward 0."""
-    from cooper.cooper_reward import CooperReward
-    from cooper.trainer import _Batch, reward_functions
+    from cooper.rl.step import CooperReward
+    from cooper.rl.trainer import _Batch, reward_functions
     from cooper.verify.verifier import Verdict
 
     def verify(completions, references):
@@ -157,7 +157,7 @@ def test_a_non_finite_score_makes_its_row_unscorable_in_every_column():
 def test_pathological_completions_cost_one_verifier_timeout_per_step():
     """Stage 1 of a training step on completions that would keep math-verify busy for
     minutes: the step's verification ends within the verifier timeout, they score 0."""
-    from cooper.cooper_reward import CooperReward
+    from cooper.rl.step import CooperReward
     from cooper.verify.verifier import verify_batch
 
     hangs = [r"\boxed{9^{9^{9^{9}}}}", r"\boxed{(10^{10})!}", r"\boxed{10^{10^{10}}}"]

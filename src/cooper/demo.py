@@ -130,7 +130,7 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
 
     _header(5, f"Cooper RL: {s.steps} steps of GRPO with an online-updated VerifyRM")
     t0 = time.perf_counter()
-    from cooper.runner import run
+    from cooper.rl.runner import run
 
     cfg = load_config("demo_cpu", [f"reward.model={rm_dir}", f"output_dir={out / 'cooper'}",
                                    f"max_steps={s.steps}", f"seed={s.seed}",

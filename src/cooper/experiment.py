@@ -4,7 +4,7 @@ One experiment trains the same initial policy three times (the *arms*), changing
 pays the policy (``method.md``): ``rule`` (the verifier), ``rm`` (a frozen reward model) and
 ``cooper`` (the same reward model, updated every step). Everything else is shared: the seed,
 the training and held-out data, the initial policy, the initial reward model and the step
-budget. Each arm is an ordinary ``cooper train`` run (:func:`cooper.runner.run`), so the
+budget. Each arm is an ordinary ``cooper train`` run (:func:`cooper.rl.runner.run`), so the
 per-step records are the trainer's own metrics (``docs/metrics.md``): the training reward,
 ``reward/rule_mean`` (verified accuracy of the rollouts), ``hacking/gap``, ``rm/agreement``
 (the reward model against the verifier on that step's fresh rollouts) and, every
@@ -398,8 +398,8 @@ def run_arm(exp: ExperimentConfig, arm: str, out: Path, setup: Setup) -> dict[st
     """Train one arm (resuming from its last checkpoint) and score its final policy."""
     import gc
 
-    from cooper.runner import run
-    from cooper.trainer import complete_checkpoints
+    from cooper.rl.runner import run
+    from cooper.rl.trainer import complete_checkpoints
 
     folder = out / "arms" / arm
     done = _read_json(folder / "arm.json")

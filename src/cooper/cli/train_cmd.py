@@ -48,7 +48,7 @@ def _train(args: argparse.Namespace) -> int:
     if args.print_config:
         print(yaml.safe_dump(cfg.to_dict(), sort_keys=False), end="")
         return 0
-    from cooper.runner import run
+    from cooper.rl.runner import run
 
     result = run(cfg, resume=args.resume)
     print(f"trained {result.steps} steps in {result.seconds:.0f} s; run folder: {result.output_dir}")

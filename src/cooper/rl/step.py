@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cooper.infra.collective import Collective, SingleProcess
-from cooper.negatives import NegativeOutcome, NegativeSource, build_pairs, make_negatives
-from cooper.pairs import Rollout, RolloutStats, rollout_stats, select_positives, shard
+from cooper.rl.negatives import NegativeOutcome, NegativeSource, build_pairs, make_negatives
+from cooper.rl.pairs import Rollout, RolloutStats, rollout_stats, select_positives, shard
 
 if TYPE_CHECKING:
     from cooper.rm.model import RewardModel

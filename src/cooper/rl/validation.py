@@ -45,7 +45,7 @@ class ValidationCallback(TrainerCallback):
         from cooper.infra import collective
         from cooper.evaluate import evaluate_problems
         from cooper.infra.generation import HFGenerator, SamplingConfig
-        from cooper.pairs import shard
+        from cooper.rl.pairs import shard
 
         trainer = self.trainer_ref["trainer"]
         c = collective.current()
@@ -77,7 +77,7 @@ class ValidationCallback(TrainerCallback):
         """The current reward model on the fixed labelled probe (each process scores a share)."""
         import math
 
-        from cooper.pairs import shard
+        from cooper.rl.pairs import shard
         from cooper.rm.metrics import binary_metrics
 
         mine = shard(self.probe, c.rank, c.world_size)

@@ -93,8 +93,8 @@ def build_cooper_reward(cfg: TrainConfig, collective, device=None):
     """The reward model, its updater, the verifier and the negative sources for this process."""
     from functools import partial
 
-    from cooper.cooper_reward import CooperReward
-    from cooper.negatives import RewriteNegatives
+    from cooper.rl.step import CooperReward
+    from cooper.rl.negatives import RewriteNegatives
     from cooper.verify.verifier import verify_batch
 
     rm = updater = None
@@ -125,7 +125,7 @@ def build_cooper_reward(cfg: TrainConfig, collective, device=None):
         if a.fallback:
             fallback = RewriteNegatives()
         if a.backend == "endpoint":
-            from cooper.negatives import EndpointAssistant
+            from cooper.rl.negatives import EndpointAssistant
 
             assistant = EndpointAssistant.from_config(a)
         # a local assistant is attached once the trainer holds the reference policy
@@ -145,7 +145,7 @@ def _attach_local_assistant(cfg: TrainConfig, cooper, trainer) -> None:
     """The local assistant: the frozen reference policy TRL already holds (no extra weights)."""
     from cooper.infra.generation import HFGenerator
     from cooper.infra.models import load_causal_lm, load_tokenizer
-    from cooper.negatives import LocalAssistant
+    from cooper.rl.negatives import LocalAssistant
 
     a = cfg.assistant
     plugin = getattr(trainer.accelerator.state, "deepspeed_plugin", None)
@@ -176,7 +176,7 @@ def run(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
 
     from cooper.infra import collective as coll
     from cooper.infra.models import load_tokenizer, resolve
-    from cooper.trainer import (
+    from cooper.rl.trainer import (
         CooperTrainer,
         MetricsFileCallback,
         Stage2Callback,
@@ -187,7 +187,7 @@ def run(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
         load_reward_model_state,
         reward_functions,
     )
-    from cooper.validation import ValidationCallback
+    from cooper.rl.validation import ValidationCallback
 
     # Without a GPU, processes started by `accelerate launch --multi_gpu` (torchrun) must be told
     # to use the CPU, or accelerate sees one process each instead of a gloo process group.

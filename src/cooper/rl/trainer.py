@@ -4,7 +4,7 @@ How the pieces meet (verified on trl 1.16):
 
 - TRL calls every reward function once per optimiser step on each process, with that process's
   slice of the rollouts and every dataset column as a keyword argument. Two thin callables wrap
-  one :class:`~cooper.cooper_reward.CooperReward`: ``rule`` (the verifier) and ``reward_model``.
+  one :class:`~cooper.rl.step.CooperReward`: ``rule`` (the verifier) and ``reward_model``.
   The one not optimised gets weight 0, so it is logged but not trained on: every run shows the
   verifier next to the reward it optimises. A reward model passed directly in ``reward_funcs``
   would never see the reference answer, hence the callables.
@@ -30,7 +30,7 @@ from typing import Any
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
-from cooper.cooper_reward import CooperReward
+from cooper.rl.step import CooperReward
 from cooper.errors import UserError
 
 log = logging.getLogger(__name__)
