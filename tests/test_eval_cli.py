@@ -15,7 +15,7 @@ import pytest
 
 from conftest import cli_env, run_cli
 from cooper.data.problems import load_problems
-from cooper.evaluate import evaluate_problems
+from cooper.eval.sampling import evaluate_problems
 from cooper.infra.generation import HFGenerator, SamplingConfig
 
 FAST = ["--n", "2", "--max-new-tokens", "12", "--no-progress"]
@@ -160,7 +160,7 @@ def test_clear_errors(tiny_models, local_file, tmp_path):
 
 
 def test_one_process_writes_a_run_at_a_time(tiny_models, tmp_path):
-    from cooper.eval_run import _exclusive
+    from cooper.eval.run import _exclusive
 
     out = tmp_path / "busy"
     out.mkdir()

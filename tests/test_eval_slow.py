@@ -39,7 +39,7 @@ def test_vllm_and_hf_agree_greedy():
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
     from cooper.data.problems import load_problems
-    from cooper.evaluate import build_messages
+    from cooper.eval.sampling import build_messages
     from cooper.infra.generation import HFGenerator, SamplingConfig, VLLMGenerator
 
     convs = [build_messages(p.question) for p in load_problems("gsm8k", limit=8)]

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from cooper.data.problems import Problem
 from cooper.errors import UserError
-from cooper.evaluate import (
+from cooper.eval.sampling import (
     DEFAULT_PROMPT_TEMPLATE,
     SampleRecord,
     build_messages,
@@ -114,7 +114,7 @@ def test_summarize_hand_worked():
 
 
 def test_samples_file_round_trip_with_unusual_line_breaks(tmp_path):
-    from cooper.eval_run import _to_jsonl, read_samples
+    from cooper.eval.run import _to_jsonl, read_samples
 
     odd = SampleRecord("b", "p", 0, "q\u2028x", "a\u2029b\x85c\rd\u2028\n\\boxed{1}", "1", "1",
                        True, "correct", 7, "stop")

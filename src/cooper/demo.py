@@ -181,7 +181,7 @@ def _train_rm(data_file: Path, rm_dir: Path, s: DemoSettings) -> float:
 
 
 def _evaluate(generator, problems, sampling, path: Path) -> float:
-    from cooper.evaluate import evaluate_problems
+    from cooper.eval.sampling import evaluate_problems
 
     result = evaluate_problems(generator, problems, sampling, benchmark="demo", progress=True)
     path.write_text(json.dumps(asdict(result.metrics), indent=1, default=str))

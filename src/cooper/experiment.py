@@ -355,7 +355,7 @@ def _probe_accuracy(reward_model: str, probe: str) -> float:
 def evaluate_policy(exp: ExperimentConfig, model: str, path: Path) -> dict[str, Any]:
     """The policy on every benchmark (``final_eval``); written to ``path`` and returned."""
     from cooper.data.problems import load_problems
-    from cooper.evaluate import evaluate_problems
+    from cooper.eval.sampling import evaluate_problems
     from cooper.infra.generation import HFGenerator, SamplingConfig, VLLMGenerator
 
     e = exp.final_eval

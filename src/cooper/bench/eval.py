@@ -47,7 +47,7 @@ def _timed(gen, convs, sampling) -> tuple[int, int, float]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from cooper.data.problems import load_problems
     from cooper.errors import UserError
-    from cooper.evaluate import build_messages
+    from cooper.eval.sampling import build_messages
     from cooper.infra.generation import HFGenerator, SamplingConfig
 
     if args.threads is not None:

@@ -112,7 +112,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from cooper.eval_run import EvalSettings, format_summary, run_eval
+    from cooper.eval.run import EvalSettings, format_summary, run_eval
     from cooper.infra.generation import SamplingConfig
 
     if not args.out:
@@ -142,7 +142,7 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from cooper.eval_compare import compare_runs, comparison_csv, comparison_markdown
+    from cooper.eval.compare import compare_runs, comparison_csv, comparison_markdown
 
     labels = [x.strip() for x in args.labels.split(",")] if args.labels else None
     table = compare_runs(args.runs, labels=labels, metric=args.metric)

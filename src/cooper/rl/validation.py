@@ -43,7 +43,7 @@ class ValidationCallback(TrainerCallback):
         from trl.models import unwrap_model_for_generation
 
         from cooper.infra import collective
-        from cooper.evaluate import evaluate_problems
+        from cooper.eval.sampling import evaluate_problems
         from cooper.infra.generation import HFGenerator, SamplingConfig
         from cooper.rl.pairs import shard
 

@@ -9,7 +9,7 @@ A run folder holds::
     results.json              protocol, versions, metrics per benchmark, average, times
     .lock                     held while a process writes the run (two never write one run)
 
-Resume: problems are cut into fixed chunks (:func:`cooper.evaluate.chunk_problems`); each chunk
+Resume: problems are cut into fixed chunks (:func:`cooper.eval.sampling.chunk_problems`); each chunk
 is generated, verified and written to its own file by write-then-rename, so a file exists
 only when the whole chunk is done. A rerun with the same protocol keeps every chunk file and
 computes only the missing chunks. Chunks are formed the same way each time and
@@ -42,7 +42,7 @@ from cooper.data.problems import (
     load_problems,
 )
 from cooper.errors import UserError
-from cooper.evaluate import (
+from cooper.eval.sampling import (
     DEFAULT_CHUNK_PROBLEMS,
     BenchmarkMetrics,
     SampleRecord,
