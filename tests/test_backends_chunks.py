@@ -6,7 +6,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from cooper.backends import endpoint_config, parse_spec, parse_specs
+from cooper.labelling.backends import endpoint_config, parse_spec, parse_specs
 from cooper.infra.chunks import ChunkStore
 from cooper.infra.endpoint import EndpointConfig
 from cooper.errors import UserError

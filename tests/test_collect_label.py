@@ -19,14 +19,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import cli_env, run_cli
-from cooper.backends import LocalOptions, open_generator, parse_spec, parse_specs
-from cooper.collect import collect
+from cooper.labelling.backends import LocalOptions, open_generator, parse_spec, parse_specs
+from cooper.labelling.collect import collect
 from cooper.data.problems import Fields, load_problems
 from cooper.infra.endpoint import EndpointConfig
 from cooper.errors import UserError
 from cooper.infra.generation import SamplingConfig
-from cooper.judge import make_judge
-from cooper.labelling import decide, label
+from cooper.labelling.judge import make_judge
+from cooper.labelling.label import decide, label
 from openai_server import FAULTS, OpenAIServer
 
 N_PROBLEMS = 40

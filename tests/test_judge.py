@@ -9,7 +9,7 @@ import pytest
 from cooper.infra.endpoint import Endpoint, EndpointConfig, EndpointGenerator
 from cooper.errors import UserError
 from cooper.infra.generation import HFGenerator
-from cooper.judge import (
+from cooper.labelling.judge import (
     ChoiceJudge,
     JudgeItem,
     escape_tags,

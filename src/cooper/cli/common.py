@@ -80,7 +80,7 @@ def add_local_args(p: argparse.ArgumentParser) -> None:
 
 
 def local_options_from_args(args: argparse.Namespace):
-    from cooper.backends import LocalOptions
+    from cooper.labelling.backends import LocalOptions
     from cooper.errors import UserError
 
     if args.threads is not None and args.threads < 1:

@@ -92,7 +92,7 @@ def register(dsub: argparse._SubParsersAction) -> None:
 
 
 def _specs(args: argparse.Namespace):
-    from cooper.backends import parse_spec, parse_specs
+    from cooper.labelling.backends import parse_spec, parse_specs
     from cooper.errors import UserError
 
     if (args.endpoint is None) != (args.model is None):
@@ -109,7 +109,7 @@ def _specs(args: argparse.Namespace):
 
 
 def _collect(args: argparse.Namespace) -> int:
-    from cooper.collect import collect
+    from cooper.labelling.collect import collect
     from cooper.data.problems import load_problems
     from cooper.infra.generation import SamplingConfig
 
@@ -133,9 +133,9 @@ def _collect(args: argparse.Namespace) -> int:
 
 
 def _label(args: argparse.Namespace) -> int:
-    from cooper.backends import open_generator, parse_spec
-    from cooper.judge import make_judge
-    from cooper.labelling import label, side_paths
+    from cooper.labelling.backends import open_generator, parse_spec
+    from cooper.labelling.judge import make_judge
+    from cooper.labelling.label import label, side_paths
 
     judge = None
     if args.judge != "none":

@@ -33,14 +33,14 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from cooper import collect
+from cooper.labelling import collect
 from cooper.infra.chunks import ChunkStore, Row
 from cooper.data.problems import DataError, _iter_rows, is_local_file
 from cooper.errors import UserError
-from cooper.judge import JudgeItem
+from cooper.labelling.judge import JudgeItem
 
 if TYPE_CHECKING:
-    from cooper.judge import Judge
+    from cooper.labelling.judge import Judge
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from cooper.backends import BackendSpec, LocalOptions, open_generator
+from cooper.labelling.backends import BackendSpec, LocalOptions, open_generator
 from cooper.infra.chunks import ChunkStore, Row
 from cooper.data.problems import Problem, prompt_messages
 from cooper.infra.endpoint import EndpointConfig, EndpointGenerator, to_generation
