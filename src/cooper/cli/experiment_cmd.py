@@ -6,7 +6,7 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from cooper.experiment import list_experiment_presets
+    from cooper.experiment.hacking import list_experiment_presets
 
     p = sub.add_parser("experiment", help="experiments that compare training runs side by side",
                        description="Experiments made of several `cooper train` runs.")
@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _hacking(args: argparse.Namespace) -> int:
     import yaml
 
-    from cooper.experiment import load_experiment, run_experiment
+    from cooper.experiment.hacking import load_experiment, run_experiment
 
     exp = load_experiment(args.preset, args.overrides)
     if args.print_config:
@@ -47,7 +47,7 @@ def _hacking(args: argparse.Namespace) -> int:
         print(f"{arm:>7}: {r['train']['steps']} steps, final average accuracy "
               f"{r['final_eval']['average']:.3f}")
     if not args.no_report:
-        from cooper.report import build_report
+        from cooper.experiment.report import build_report
 
         paths = build_report(args.out)
         print(f"report: {paths.html} (also {paths.markdown.name})")

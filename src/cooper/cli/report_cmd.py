@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from cooper.report import build_report
+    from cooper.experiment.report import build_report
 
     paths = build_report(args.dir, args.out)
     print(f"report: {paths.html}\nmarkdown: {paths.markdown}\nplots: "
