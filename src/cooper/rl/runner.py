@@ -1,4 +1,4 @@
-"""Build and run one training job from a :class:`~cooper.config.TrainConfig`.
+"""Build and run one training job from a :class:`~cooper.config.train.TrainConfig`.
 
 The run folder holds everything a run produces: ``config.yaml`` (the resolved settings),
 ``metrics.jsonl`` (one JSON object per step), ``checkpoint-N/`` folders, TensorBoard events
@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from cooper.config import TrainConfig
+from cooper.config.train import TrainConfig
 from cooper.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -261,7 +261,7 @@ def weights_fingerprint(model) -> str:
 
 def _check_rm_replicas(cooper, out: Path, is_main: bool) -> None:
     """Every process must end with the same reward model (gradients were summed across them)."""
-    prints = cooper.infra.collective.gather_objects([weights_fingerprint(cooper.rm.model)])
+    prints = cooper.collective.gather_objects([weights_fingerprint(cooper.rm.model)])
     identical = len(set(prints)) == 1
     if is_main:
         (out / "rm_replicas.json").write_text(json.dumps(
