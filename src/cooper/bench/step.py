@@ -120,7 +120,7 @@ def _completions_per_step(run: Path) -> int:
 
 def _default_rm(preset: str, work: Path) -> str:
     """A reward model with a fresh score head on the preset's policy checkpoint."""
-    from cooper.config import load_config
+    from cooper.config.train import load_config
     from cooper.rm.model import RewardModel
 
     policy = load_config(preset).policy.model

@@ -273,7 +273,7 @@ def _choice(key: str, value: str, allowed: tuple[str, ...]) -> None:
 
 
 def preset_dir() -> Path:
-    return Path(str(resources.files("cooper") / "configs"))
+    return Path(str(resources.files("cooper.config") / "presets"))
 
 
 def list_presets() -> list[str]:

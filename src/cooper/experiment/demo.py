@@ -87,7 +87,7 @@ def _header(i: int, text: str) -> None:
 def run_demo(settings: DemoSettings) -> DemoSummary:
     """Run every stage; returns the summary (also written to ``OUT/summary.json``)."""
     from cooper.infra import embedded
-    from cooper.config import load_config
+    from cooper.config.train import load_config
     from cooper.data.problems import load_problems
     from cooper.infra.generation import HFGenerator, SamplingConfig
     from cooper.infra.models import DEFAULT_MODEL

@@ -40,7 +40,7 @@ from typing import Any
 
 import yaml
 
-from cooper.config import (
+from cooper.config.train import (
     ConfigError,
     TrainConfig,
     _apply,
@@ -188,7 +188,7 @@ def list_experiment_presets() -> list[str]:
 
 
 def load_experiment(preset: str, overrides: list[str] | None = None) -> ExperimentConfig:
-    """The preset (a name in ``configs/experiments`` or a YAML path), then ``key=value``
+    """The preset (a name in ``config/presets/experiments`` or a YAML path), then ``key=value``
     overrides (``train.max_steps=10``, ``setup.policy=DIR``, ``arms=rm,cooper``)."""
     path = Path(preset).expanduser()
     if path.suffix not in (".yaml", ".yml"):

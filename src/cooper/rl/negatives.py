@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Protocol
 from cooper.rl.pairs import Pair, Rollout
 
 if TYPE_CHECKING:
-    from cooper.config import AssistantConfig
+    from cooper.config.train import AssistantConfig
     from cooper.infra.endpoint import Endpoint
     from cooper.infra.generation import HFGenerator, Messages
     from cooper.verify.verifier import Verdict

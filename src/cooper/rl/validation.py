@@ -19,7 +19,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from cooper.config import RewardConfig, ValidationConfig
+from cooper.config.train import RewardConfig, ValidationConfig
 
 
 class ValidationCallback(TrainerCallback):
