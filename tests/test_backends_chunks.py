@@ -6,10 +6,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from cooper.labelling.backends import endpoint_config, parse_spec, parse_specs
+from cooper.errors import UserError
 from cooper.infra.chunks import ChunkStore
 from cooper.infra.endpoint import EndpointConfig
-from cooper.errors import UserError
+from cooper.labelling.backends import endpoint_config, parse_spec, parse_specs
 
 
 def test_spec_grammar():

@@ -19,12 +19,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import cli_env, run_cli
+from cooper.data.problems import Fields, load_problems
+from cooper.errors import UserError
+from cooper.infra.endpoint import EndpointConfig
+from cooper.infra.generation import SamplingConfig
 from cooper.labelling.backends import LocalOptions, open_generator, parse_spec, parse_specs
 from cooper.labelling.collect import collect
-from cooper.data.problems import Fields, load_problems
-from cooper.infra.endpoint import EndpointConfig
-from cooper.errors import UserError
-from cooper.infra.generation import SamplingConfig
 from cooper.labelling.judge import make_judge
 from cooper.labelling.label import decide, label
 from openai_server import FAULTS, OpenAIServer

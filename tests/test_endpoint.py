@@ -10,8 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from cooper.infra.endpoint import Endpoint, EndpointConfig, EndpointGenerator
 from cooper.errors import UserError
+from cooper.infra.endpoint import Endpoint, EndpointConfig, EndpointGenerator
 from cooper.infra.generation import SamplingConfig
 from cooper.infra.resilience import CircuitBreaker, parse_retry_after
 from openai_server import OpenAIServer, unused_port_url

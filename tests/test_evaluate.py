@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cooper.data.problems import Problem
 from cooper.errors import UserError
 from cooper.eval.sampling import (
     DEFAULT_PROMPT_TEMPLATE,
@@ -23,6 +22,7 @@ from cooper.eval.sampling import (
     summarize,
 )
 from cooper.infra.generation import HFGenerator, SamplingConfig
+from cooper.types import Problem
 
 # ------------------------------------------------------------------ pass@k
 

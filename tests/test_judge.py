@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from cooper.infra.endpoint import Endpoint, EndpointConfig, EndpointGenerator
 from cooper.errors import UserError
+from cooper.infra.endpoint import Endpoint, EndpointConfig, EndpointGenerator
 from cooper.infra.generation import HFGenerator
 from cooper.labelling.judge import (
     ChoiceJudge,

@@ -12,7 +12,7 @@ from cooper.rl.negatives import (
     make_negatives,
     rejection_reason,
 )
-from cooper.rl.pairs import Rollout
+from cooper.types import Rollout
 from cooper.verify.verifier import Verdict, verify_batch
 
 VERIFY = partial(verify_batch, mode="strict", timeout_s=5.0)

@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from cooper.rl.pairs import Rollout, rollout_stats, select_positives, shard
+from cooper.rl.pairs import rollout_stats, select_positives, shard
+from cooper.types import Rollout
 
 
 def R(pid, text, correct, score=None):

@@ -11,9 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import run_cli
-from cooper.data.problems import Problem, load_problems
-from cooper.verify.extraction import find_answer
 from cooper.data.perturb import gold_solution, perturbed_triples, rewrite_final_answer, wrong_answer
+from cooper.data.problems import load_problems
+from cooper.types import Problem
+from cooper.verify.extraction import find_answer
 from cooper.verify.verifier import Verifier
 
 GSM8K = ("Natalia sold 48/2 = <<48/2=24>>24 clips in May.\n"
@@ -95,9 +96,9 @@ def test_perturbed_triples_are_balanced_and_verified(verifier):
     assert len(triples) == 20 and [t.label for t in triples] == [1, 0] * 10
     assert len({t.id for t in triples}) == 20
     for gold, bad in zip(triples[::2], triples[1::2], strict=True):
-        assert gold.question == bad.question and gold.reference == bad.reference
-        assert verifier.verify(gold.completion, gold.reference).correct
-        assert verifier.verify(bad.completion, bad.reference).reason == "wrong"
+        assert gold.triple.question == bad.triple.question and gold.triple.reference == bad.triple.reference
+        assert verifier.verify(gold.triple.completion, gold.triple.reference).correct
+        assert verifier.verify(bad.triple.completion, bad.triple.reference).reason == "wrong"
     again, _ = perturbed_triples(problems, 20, random.Random(0), verifier=verifier)
     assert again == triples
     with pytest.raises(ValueError, match="even"):

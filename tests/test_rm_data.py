@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from cooper.data.problems import DataError
-from cooper.rm.model import Triple
 from cooper.data.triples import load_triples
+from cooper.types import Triple
 
 
 def _jsonl(path, rows):

@@ -13,13 +13,13 @@ from cooper.rm.model import (
     CUT_MARKER,
     InputSpec,
     RewardModel,
-    Triple,
     escape_field,
     head_tail,
     parse_rendered,
     render,
     unescape_field,
 )
+from cooper.types import Triple
 
 TAG_PIECES = ["<question>", "</question>", "<reference_answer>", "</reference_answer>",
               "<completion>", "</completion>", "< /Completion >", "<COMPLETION", "&lt;",

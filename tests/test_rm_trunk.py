@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cooper.rm.model import RewardModel, Triple
+from cooper.rm.model import RewardModel
 from cooper.rm.trunk import FrozenTrunk, unsupported
+from cooper.types import Triple
 
 TRIPLES = [Triple("What is 3+4?", "7", "3+4=7. " * n + "#### 7") for n in (1, 4, 9)]
 

@@ -31,7 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _triples(args: argparse.Namespace) -> list:
-    from cooper.rm.model import Triple
+    from cooper.types import Triple
 
     if args.data:
         from cooper.data.triples import load_triples

@@ -62,8 +62,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def items(limit: int | None, seed: int) -> list[Item]:
     """The non-adversarial pairs: GSM8K gold, GSM8K vs. a perturbed reference, MATH500."""
-    from cooper.data.problems import load_problems
     from cooper.data.perturb import wrong_answer
+    from cooper.data.problems import load_problems
 
     rng = random.Random(seed)
     out: list[Item] = []

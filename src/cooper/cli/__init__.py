@@ -15,8 +15,8 @@ import os
 import sys
 
 from cooper import __version__
-from cooper.infra.allocator import keep_freed_memory
 from cooper.errors import UserError
+from cooper.infra.allocator import keep_freed_memory
 
 # Order here is the order in `cooper --help`: the pipeline from data to report.
 GROUPS = ("demo_cmd", "models_cmd", "data_cmd", "verify_cmd", "rm_cmd", "train_cmd", "eval_cmd",

@@ -80,8 +80,8 @@ def add_local_args(p: argparse.ArgumentParser) -> None:
 
 
 def local_options_from_args(args: argparse.Namespace):
-    from cooper.labelling.backends import LocalOptions
     from cooper.errors import UserError
+    from cooper.labelling.backends import LocalOptions
 
     if args.threads is not None and args.threads < 1:
         raise UserError(f"--threads must be >= 1, got {args.threads}")

@@ -92,8 +92,8 @@ def register(dsub: argparse._SubParsersAction) -> None:
 
 
 def _specs(args: argparse.Namespace):
-    from cooper.labelling.backends import parse_spec, parse_specs
     from cooper.errors import UserError
+    from cooper.labelling.backends import parse_spec, parse_specs
 
     if (args.endpoint is None) != (args.model is None):
         raise UserError("--endpoint URL and --model NAME go together")
@@ -109,9 +109,9 @@ def _specs(args: argparse.Namespace):
 
 
 def _collect(args: argparse.Namespace) -> int:
-    from cooper.labelling.collect import collect
     from cooper.data.problems import load_problems
     from cooper.infra.generation import SamplingConfig
+    from cooper.labelling.collect import collect
 
     specs = _specs(args)
     sampling = SamplingConfig(n=args.n, temperature=args.temperature, top_p=args.top_p,

@@ -88,9 +88,9 @@ def _perturbed(args: argparse.Namespace) -> int:
     from dataclasses import replace
     from pathlib import Path
 
+    from cooper.data.perturb import perturbed_triples
     from cooper.data.problems import is_local_file, load_problems
     from cooper.errors import UserError
-    from cooper.data.perturb import perturbed_triples
 
     if args.n < 2 or args.n % 2:
         raise UserError(f"--n must be a positive even number (gold and perturbed come in "

@@ -112,8 +112,8 @@ def _check_positive(name: str, value: int | None) -> None:
 
 
 def _load_rows(args: argparse.Namespace, file: str, require_label: bool):
-    from cooper.rm.model import Triple
     from cooper.data.triples import load_triples
+    from cooper.types import Triple
 
     rows = load_triples(file, require_label=require_label, skip_bad=args.skip_bad,
                         max_row_bytes=args.max_row_bytes, limit=args.limit,

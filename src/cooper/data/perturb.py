@@ -33,10 +33,10 @@ import logging
 import random
 import re
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from fractions import Fraction
 
-from cooper.data.problems import Problem
+from cooper.types import LabelledTriple, Problem, Triple
 from cooper.verify.extraction import Mode, clean_answer, find_answer, normalize_reference
 from cooper.verify.verifier import Verifier, default_verifier
 
@@ -178,20 +178,6 @@ def rewrite_final_answer(completion: str, reference: str | None, rng: random.Ran
 
 # ------------------------------------------------------------------ labelled triples
 
-@dataclass(frozen=True)
-class Triple:
-    """One labelled reward-model example (label 1: the completion is correct)."""
-
-    id: str
-    source: str
-    question: str
-    reference: str
-    completion: str
-    label: int
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
 
 def gold_solution(problem: Problem) -> str | None:
     """A correct worked solution whose final answer can be found, or None.
@@ -217,7 +203,7 @@ class PerturbSkip:
 
 
 def perturbed_triples(problems: Iterable[Problem], n: int, rng: random.Random, *,
-                      verifier: Verifier | None = None) -> tuple[list[Triple], list[PerturbSkip]]:
+                      verifier: Verifier | None = None) -> tuple[list[LabelledTriple], list[PerturbSkip]]:
     """``n`` triples (``n`` even): for ``n / 2`` problems drawn with ``rng``, the gold solution
     (label 1) followed by its perturbed copy (label 0). Problems whose gold solution does not
     verify against the reference, or cannot be perturbed, are skipped and reported."""
@@ -227,7 +213,7 @@ def perturbed_triples(problems: Iterable[Problem], n: int, rng: random.Random, *
     pool = list(problems)
     order = list(range(len(pool)))
     rng.shuffle(order)
-    triples: list[Triple] = []
+    triples: list[LabelledTriple] = []
     skipped: list[PerturbSkip] = []
     for idx in order:
         if len(triples) >= n:
@@ -246,8 +232,10 @@ def perturbed_triples(problems: Iterable[Problem], n: int, rng: random.Random, *
         if wrong is None:
             skipped.append(PerturbSkip(p.id, "cannot be perturbed", f"answer {verdict.extracted!r}"))
             continue
-        triples.append(Triple(f"{p.id}/gold", p.source, p.question, p.reference, gold, 1))
-        triples.append(Triple(f"{p.id}/perturbed", p.source, p.question, p.reference, wrong, 0))
+        triples.append(LabelledTriple(Triple(p.question, p.reference, gold), True, f"{p.id}/gold",
+                                      p.source))
+        triples.append(LabelledTriple(Triple(p.question, p.reference, wrong), False,
+                                      f"{p.id}/perturbed", p.source))
     if skipped:
         log.warning("perturbed set: skipped %d problem(s); first: %s: %s %s", len(skipped),
                     skipped[0].id, skipped[0].reason, skipped[0].detail)

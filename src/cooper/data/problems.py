@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cooper.errors import UserError
+from cooper.types import Problem
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -35,15 +36,6 @@ BOXED_INSTRUCTION = "Please reason step by step, and put your final answer withi
 DEFAULT_MAX_ROW_BYTES = 1 << 20
 
 
-@dataclass(frozen=True)
-class Problem:
-    """One math problem with its final reference answer."""
-
-    id: str
-    question: str
-    reference: str
-    source: str
-    solution: str | None = None  # gold worked solution, when the dataset has one
 
 
 @dataclass(frozen=True)

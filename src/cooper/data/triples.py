@@ -30,19 +30,11 @@ from cooper.data.problems import (
     is_local_file,
 )
 from cooper.errors import UserError
-from cooper.rm.model import Triple
+from cooper.types import LabelledTriple, Triple
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class LabelledTriple:
-    """A triple with its correctness label (None when the file has none) and provenance."""
-
-    triple: Triple
-    label: bool | None
-    id: str
-    source: str
 
 
 @dataclass

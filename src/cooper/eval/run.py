@@ -37,7 +37,6 @@ from cooper.data.problems import (
     BUILTIN_SPLITS,
     DEFAULT_MAX_ROW_BYTES,
     Fields,
-    Problem,
     is_local_file,
     load_problems,
 )
@@ -55,6 +54,7 @@ from cooper.eval.sampling import (
     summarize,
 )
 from cooper.infra.generation import Generator, SamplingConfig, load_generator
+from cooper.types import Problem
 
 log = logging.getLogger(__name__)
 

@@ -31,11 +31,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from cooper.data.problems import BOXED_INSTRUCTION, Problem, number_to_str
+from cooper.data.problems import BOXED_INSTRUCTION, number_to_str
 from cooper.errors import UserError
+from cooper.infra.generation import Generator, Messages, OnSamples, SamplingConfig
+from cooper.types import Problem
 from cooper.verify.extraction import MODES as VERIFY_MODES
 from cooper.verify.extraction import clean_answer
-from cooper.infra.generation import Generator, Messages, OnSamples, SamplingConfig
 
 # Problems per chunk. A chunk is generated and verified as a unit and is the unit a resumed
 # run skips; several batches per chunk leave room for length sorting to group similar prompts.

@@ -86,9 +86,9 @@ def _header(i: int, text: str) -> None:
 
 def run_demo(settings: DemoSettings) -> DemoSummary:
     """Run every stage; returns the summary (also written to ``OUT/summary.json``)."""
-    from cooper.infra import embedded
     from cooper.config.train import load_config
     from cooper.data.problems import load_problems
+    from cooper.infra import embedded
     from cooper.infra.generation import HFGenerator, SamplingConfig
     from cooper.infra.models import DEFAULT_MODEL
 
@@ -157,18 +157,18 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
 
 
 def _write_perturbed(path: Path, dataset: str, n: int, seed: int) -> int:
-    from cooper.data.problems import load_problems
     from cooper.data.perturb import perturbed_triples
+    from cooper.data.problems import load_problems
 
     triples, _ = perturbed_triples(load_problems(dataset, "train"), n, random.Random(seed))
-    path.write_text("".join(json.dumps(asdict(t)) + "\n" for t in triples))
+    path.write_text("".join(json.dumps(t.to_json()) + "\n" for t in triples))
     return len(triples)
 
 
 def _train_rm(data_file: Path, rm_dir: Path, s: DemoSettings) -> float:
+    from cooper.data.triples import load_triples
     from cooper.infra.models import DEFAULT_MODEL
     from cooper.rm.model import RewardModel
-    from cooper.data.triples import load_triples
     from cooper.rm.training import TrainConfig, train_bce
 
     rows = list(load_triples(data_file))

@@ -271,8 +271,9 @@ def _triples_file(path: Path, dataset: str, split: str, n: int, seed: int,
                   unfinished: int = 0) -> Path:
     """Gold solutions (label 1) and perturbed copies (label 0); ``unfinished`` more label-0
     triples are gold solutions cut at a random point before their final answer."""
+    from cooper.data.perturb import perturbed_triples
     from cooper.data.problems import load_problems
-    from cooper.data.perturb import Triple, perturbed_triples
+    from cooper.types import LabelledTriple, Triple
 
     rng = random.Random(seed)
     triples, _ = perturbed_triples(load_problems(dataset, split), n, rng)
@@ -282,17 +283,19 @@ def _triples_file(path: Path, dataset: str, split: str, n: int, seed: int,
     golds = [t for t in triples if t.label == 1]
     for i in range(unfinished):
         g = rng.choice(golds)
-        end = g.completion.rfind(g.reference) if g.reference in g.completion else len(g.completion)
-        cut = g.completion[:rng.randint(1, max(1, end - 1))]
-        triples.append(Triple(f"{g.id}/unfinished-{i}", g.source, g.question, g.reference, cut, 0))
+        gold, ref = g.triple.completion, g.triple.reference
+        end = gold.rfind(ref) if ref in gold else len(gold)
+        cut = gold[:rng.randint(1, max(1, end - 1))]
+        triples.append(LabelledTriple(Triple(g.triple.question, ref, cut), False,
+                                      f"{g.id}/unfinished-{i}", g.source))
     rng.shuffle(triples)
     path.write_text("".join(json.dumps(t.to_json()) + "\n" for t in triples))
     return path
 
 
 def _train_initial_rm(exp: ExperimentConfig, base: str, data: Path, out: Path) -> dict:
-    from cooper.rm.model import RewardModel
     from cooper.data.triples import load_triples
+    from cooper.rm.model import RewardModel
     from cooper.rm.training import TrainConfig as BCEConfig
     from cooper.rm.training import evaluate, train_bce
 
@@ -342,8 +345,8 @@ def run_setup(exp: ExperimentConfig, out: Path) -> Setup:
 
 
 def _probe_accuracy(reward_model: str, probe: str) -> float:
-    from cooper.rm.model import RewardModel
     from cooper.data.triples import load_triples
+    from cooper.rm.model import RewardModel
     from cooper.rm.training import evaluate
 
     return evaluate(RewardModel.load(reward_model, dtype="float32"),

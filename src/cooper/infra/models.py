@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from cooper.infra import embedded
 from cooper.errors import UserError
+from cooper.infra import embedded
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase

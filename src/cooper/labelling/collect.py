@@ -24,12 +24,13 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from cooper.labelling.backends import BackendSpec, LocalOptions, open_generator
-from cooper.infra.chunks import ChunkStore, Row
-from cooper.data.problems import Problem, prompt_messages
-from cooper.infra.endpoint import EndpointConfig, EndpointGenerator, to_generation
+from cooper.data.problems import prompt_messages
 from cooper.errors import UserError
+from cooper.infra.chunks import ChunkStore, Row
+from cooper.infra.endpoint import EndpointConfig, EndpointGenerator, to_generation
 from cooper.infra.generation import Generation, SamplingConfig
+from cooper.labelling.backends import BackendSpec, LocalOptions, open_generator
+from cooper.types import Problem
 
 log = logging.getLogger(__name__)
 

@@ -33,10 +33,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from cooper.labelling import collect
-from cooper.infra.chunks import ChunkStore, Row
 from cooper.data.problems import DataError, _iter_rows, is_local_file
 from cooper.errors import UserError
+from cooper.infra.chunks import ChunkStore, Row
+from cooper.labelling import collect
 from cooper.labelling.judge import JudgeItem
 
 if TYPE_CHECKING:

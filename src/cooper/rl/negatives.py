@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from cooper.rl.pairs import Pair, Rollout
+from cooper.types import Pair, Rollout
 
 if TYPE_CHECKING:
     from cooper.config.train import AssistantConfig

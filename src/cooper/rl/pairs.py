@@ -16,30 +16,7 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-
-@dataclass(frozen=True)
-class Rollout:
-    """One sampled completion of one step, with how the verifier and the reward model saw it."""
-
-    problem_id: str
-    question: str
-    reference: str
-    completion: str
-    correct: bool  # verifier verdict
-    extracted: str | None  # the verifier's extracted final answer
-    rm_score: float | None = None  # reward-model probability when it was sampled
-
-
-@dataclass(frozen=True)
-class Pair:
-    """A reward-model training pair: the same problem, a correct and a wrong solution."""
-
-    problem_id: str
-    question: str
-    reference: str
-    positive: str
-    negative: str
-    negative_source: str  # "assistant" or "rewrite"
+from cooper.types import Rollout
 
 
 def group_by_problem(rollouts: Iterable[Rollout]) -> dict[str, list[Rollout]]:

@@ -93,8 +93,8 @@ def build_cooper_reward(cfg: TrainConfig, collective, device=None):
     """The reward model, its updater, the verifier and the negative sources for this process."""
     from functools import partial
 
-    from cooper.rl.step import CooperReward
     from cooper.rl.negatives import RewriteNegatives
+    from cooper.rl.step import CooperReward
     from cooper.verify.verifier import verify_batch
 
     rm = updater = None

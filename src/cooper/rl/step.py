@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING
 
 from cooper.infra.collective import Collective, SingleProcess
 from cooper.rl.negatives import NegativeOutcome, NegativeSource, build_pairs, make_negatives
-from cooper.rl.pairs import Rollout, RolloutStats, rollout_stats, select_positives, shard
+from cooper.rl.pairs import RolloutStats, rollout_stats, select_positives, shard
+from cooper.types import Rollout
 
 if TYPE_CHECKING:
     from cooper.rm.model import RewardModel
@@ -116,7 +117,7 @@ class CooperReward:
         # 2. the current reward model's probabilities (the reward in rm and cooper modes)
         scores: list[float | None] = [None] * len(completions)
         if self.use_rm:
-            from cooper.rm.model import Triple
+            from cooper.types import Triple
 
             t = time.perf_counter()
             scores = self.rm.score([Triple(q, r, c) for q, r, c in
@@ -187,7 +188,7 @@ class CooperReward:
         loss = acc = grad_norm = None
         updated = skipped = False
         if total_pairs:
-            from cooper.rm.model import Triple
+            from cooper.types import Triple
 
             pos = [Triple(p.question, p.reference, p.positive) for p in pairs]
             neg = [Triple(p.question, p.reference, p.negative) for p in pairs]

@@ -30,8 +30,8 @@ from typing import Any
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
-from cooper.rl.step import CooperReward
 from cooper.errors import UserError
+from cooper.rl.step import CooperReward
 
 log = logging.getLogger(__name__)
 

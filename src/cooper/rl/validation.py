@@ -42,8 +42,8 @@ class ValidationCallback(TrainerCallback):
 
         from trl.models import unwrap_model_for_generation
 
-        from cooper.infra import collective
         from cooper.eval.sampling import evaluate_problems
+        from cooper.infra import collective
         from cooper.infra.generation import HFGenerator, SamplingConfig
         from cooper.rl.pairs import shard
 

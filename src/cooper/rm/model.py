@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from cooper.errors import UserError
 from cooper.infra.models import DEFAULT_MODEL
+from cooper.types import Triple
 
 if TYPE_CHECKING:
     import torch
@@ -64,13 +65,6 @@ CUT_MARKER = "\n...\n"
 SPEC_FILE = "cooper_rm.json"
 
 
-@dataclass(frozen=True)
-class Triple:
-    """What the reward model judges: a question, its reference answer and a completion."""
-
-    question: str
-    reference: str
-    completion: str
 
 
 # ------------------------------------------------------------------ escaping and rendering

@@ -26,14 +26,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cooper.errors import UserError
-from cooper.rm.model import RewardModel, Triple, progress_bar
 from cooper.rm.metrics import BinaryMetrics, binary_metrics
+from cooper.rm.model import RewardModel, progress_bar
 from cooper.rm.trunk import FrozenTrunk, unsupported
+from cooper.types import Triple
 
 if TYPE_CHECKING:
     import torch
 
-    from cooper.data.triples import LabelledTriple
+    from cooper.types import LabelledTriple
 
 log = logging.getLogger(__name__)
 
