@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cooper.config.train import ConfigError, TrainConfig, field_docs, list_presets, load_config
+from cooper.config import ConfigError, TrainConfig, list_presets, load_config
+from cooper.config.train import field_docs
 
 
 def test_defaults_follow_the_paper():
@@ -25,7 +26,7 @@ def test_presets_load_and_validate():
 
 
 def test_preset_files_start_with_their_launch_command():
-    from cooper.config.train import preset_dir
+    from cooper.config import preset_dir
 
     for path in preset_dir().glob("*.yaml"):
         first = path.read_text().splitlines()[0]

@@ -6,7 +6,7 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from cooper.config.train import list_presets
+    from cooper.config import list_presets
 
     p = sub.add_parser(
         "train", help="RL training: GRPO with a rule, fixed reward-model or Cooper reward",
@@ -35,7 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _train(args: argparse.Namespace) -> int:
     import yaml
 
-    from cooper.config.train import TrainConfig, field_docs, get_key, load_config
+    from cooper.config import TrainConfig, get_key, load_config
+    from cooper.config.train import field_docs
 
     if args.settings:
         defaults = TrainConfig()

@@ -1,1 +1,22 @@
-"""config."""
+"""Settings: what every stage is told to do, checked before anything runs.
+
+Takes presets (YAML files that list only what differs from the defaults) and ``key=value``
+overrides; hands on typed dataclasses with one docstring per field. :mod:`.engine` reads and
+applies settings to any settings dataclass (unknown keys and bad values stop with the fix);
+:mod:`.train` is ``cooper train``'s family (policy, data, rollout, reward, rm_update, assistant,
+validation). The presets shipped with cooper-rl live in ``config/presets``.
+"""
+
+from cooper.config.engine import (
+    ConfigError,
+    apply_settings,
+    get_key,
+    list_presets,
+    parse_overrides,
+    preset_dir,
+    read_settings_file,
+)
+from cooper.config.train import TrainConfig, load_config
+
+__all__ = ["ConfigError", "TrainConfig", "apply_settings", "get_key", "list_presets",
+           "load_config", "parse_overrides", "preset_dir", "read_settings_file"]

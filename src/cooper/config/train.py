@@ -1,4 +1,4 @@
-"""Training configuration: dataclasses with a docstring per field, YAML presets, key=value overrides.
+"""Settings of ``cooper train``: one dataclass per section, a docstring per field.
 
 A run is configured by a preset (a YAML file that lists only what differs from the defaults
 below) plus ``section.key=value`` overrides on the command line, applied in that order. Defaults
@@ -10,22 +10,20 @@ silently rewritten; values derived from others are computed in :meth:`TrainConfi
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import types
-import typing
 from dataclasses import dataclass, field
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
-import yaml
-
-from cooper.errors import UserError
+from cooper.config.engine import (
+    ConfigError,
+    apply_settings,
+    choice,
+    get_key,
+    parse_overrides,
+    preset_path,
+    read_settings_file,
+)
+from cooper.config.engine import field_docs as engine_field_docs
 from cooper.infra.models import DEFAULT_MODEL
-
-
-class ConfigError(UserError):
-    """A bad configuration key or value."""
 
 
 @dataclass
@@ -216,11 +214,11 @@ class TrainConfig:
 
     def validate(self, num_processes: int = 1) -> TrainConfig:
         """Cross-field checks; raises :class:`ConfigError` naming the fix."""
-        _choice("reward.mode", self.reward.mode, ("rule", "rm", "cooper"))
-        _choice("reward.verifier_mode", self.reward.verifier_mode, ("strict", "lenient"))
-        _choice("assistant.backend", self.assistant.backend, ("local", "endpoint", "rewrite"))
-        _choice("rm_update.positive_choice", self.rm_update.positive_choice, ("first", "random"))
-        _choice("rollout.vllm_mode", self.rollout.vllm_mode, ("colocate", "server"))
+        choice("reward.mode", self.reward.mode, ("rule", "rm", "cooper"))
+        choice("reward.verifier_mode", self.reward.verifier_mode, ("strict", "lenient"))
+        choice("assistant.backend", self.assistant.backend, ("local", "endpoint", "rewrite"))
+        choice("rm_update.positive_choice", self.rm_update.positive_choice, ("first", "random"))
+        choice("rollout.vllm_mode", self.rollout.vllm_mode, ("colocate", "server"))
         if self.reward.mode in ("rm", "cooper") and not self.reward.model:
             raise ConfigError(
                 f"reward.mode={self.reward.mode} needs a reward model: set reward.model=DIR to a "
@@ -267,149 +265,15 @@ class TrainConfig:
 
 # ------------------------------------------------------------------ loading
 
-def _choice(key: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ConfigError(f"{key}={value!r} is not one of: {', '.join(allowed)}")
-
-
-def preset_dir() -> Path:
-    return Path(str(resources.files("cooper.config") / "presets"))
-
-
-def list_presets() -> list[str]:
-    return sorted(p.stem for p in preset_dir().glob("*.yaml"))
-
-
-def _preset_path(name: str) -> Path:
-    path = Path(name).expanduser()
-    if path.suffix in (".yaml", ".yml"):
-        if not path.is_file():
-            raise ConfigError(f"config file not found: {path}")
-        return path
-    path = preset_dir() / f"{name}.yaml"
-    if not path.is_file():
-        raise ConfigError(f"unknown preset '{name}'; presets: {', '.join(list_presets())} "
-                          "(or pass a path to a .yaml file)")
-    return path
-
-
-def _fields(obj: Any) -> dict[str, dataclasses.Field]:
-    return {f.name: f for f in dataclasses.fields(obj)}
-
-
-def _coerce(key: str, value: Any, annotation: Any) -> Any:
-    """Convert a YAML or command-line value to the field's declared type, or explain why not."""
-    tp = annotation
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if value is None or (isinstance(value, str) and value.lower() in ("none", "null", "")):
-            return None
-        return _coerce(key, value, args[0])
-    try:
-        if tp is bool:
-            if isinstance(value, bool):
-                return value
-            if isinstance(value, str) and value.lower() in ("true", "yes", "1", "on"):
-                return True
-            if isinstance(value, str) and value.lower() in ("false", "no", "0", "off"):
-                return False
-            raise ValueError
-        if tp is int:
-            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                raise ValueError
-            return int(value)
-        if tp is float:
-            if isinstance(value, bool):
-                raise ValueError
-            return float(value)
-        if tp is str:
-            if isinstance(value, dict | list):
-                raise ValueError
-            return str(value)
-    except (TypeError, ValueError):
-        pass
-    else:
-        return value
-    name = getattr(tp, "__name__", str(tp))
-    raise ConfigError(f"{key}={value!r} is not a valid {name}")
-
-
-def _apply(obj: Any, mapping: dict[str, Any], prefix: str = "") -> None:
-    hints = typing.get_type_hints(type(obj))
-    fields = _fields(obj)
-    for key, value in mapping.items():
-        full = f"{prefix}{key}"
-        if key not in fields:
-            close = difflib.get_close_matches(key, fields, n=1)
-            hint = f" (did you mean '{prefix}{close[0]}'?)" if close else ""
-            raise ConfigError(f"unknown setting '{full}'{hint}; settings here: "
-                              f"{', '.join(prefix + f for f in fields)}")
-        current = getattr(obj, key)
-        if dataclasses.is_dataclass(current):
-            if not isinstance(value, dict):
-                raise ConfigError(f"'{full}' is a section; set its keys, e.g. {full}.KEY=VALUE")
-            _apply(current, value, prefix=f"{full}.")
-        else:
-            setattr(obj, key, _coerce(full, value, hints[key]))
-
-
-def get_key(cfg: Any, dotted: str) -> Any:
-    for part in dotted.split("."):
-        cfg = getattr(cfg, part)
-    return cfg
-
-
-def parse_overrides(items: list[str]) -> dict[str, Any]:
-    """['a.b=1', 'c=x'] -> {'a': {'b': '1'}, 'c': 'x'} (values typed later, by field)."""
-    tree: dict[str, Any] = {}
-    for item in items:
-        if "=" not in item:
-            raise ConfigError(f"override '{item}' must look like section.key=value")
-        key, value = item.split("=", 1)
-        parts = key.strip().split(".")
-        node = tree
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"'{key}' sets a key inside a value")
-        node[parts[-1]] = value
-    return tree
-
-
 def load_config(preset: str | None = None, overrides: list[str] | None = None) -> TrainConfig:
     """Defaults, then the preset's YAML, then ``key=value`` overrides."""
     cfg = TrainConfig()
     if preset:
-        _apply(cfg, read_settings_file(_preset_path(preset)))
-    _apply(cfg, parse_overrides(overrides or []))
+        apply_settings(cfg, read_settings_file(preset_path(preset)))
+    apply_settings(cfg, parse_overrides(overrides or []))
     return cfg
 
 
-def read_settings_file(path: Path) -> dict[str, Any]:
-    """A YAML file of settings as a mapping (empty file: no settings); a clear error otherwise."""
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of settings")
-    return data
-
-
 def field_docs() -> dict[str, str]:
-    """Every setting's dotted name -> its one-line docstring (for --help and the docs)."""
-    import ast
-    import inspect
-
-    docs: dict[str, str] = {}
-    for prefix, cls in [("", TrainConfig)] + [
-            (f"{f.name}.", f.default_factory) for f in dataclasses.fields(TrainConfig)
-            if f.default_factory is not dataclasses.MISSING]:
-        tree = ast.parse(inspect.getsource(cls))
-        body = tree.body[0].body  # type: ignore[attr-defined]
-        for node, nxt in zip(body, body[1:], strict=False):
-            if isinstance(node, ast.AnnAssign) and isinstance(nxt, ast.Expr) and isinstance(
-                    getattr(nxt, "value", None), ast.Constant):
-                docs[prefix + node.target.id] = nxt.value.value  # type: ignore[attr-defined]
-    return docs
+    """Every ``cooper train`` setting's dotted name -> its one-line docstring."""
+    return engine_field_docs(TrainConfig)

@@ -40,10 +40,10 @@ from typing import Any
 
 import yaml
 
-from cooper.config.train import (
+from cooper.config import (
     ConfigError,
     TrainConfig,
-    _apply,
+    apply_settings,
     load_config,
     parse_overrides,
     preset_dir,
@@ -200,11 +200,11 @@ def load_experiment(preset: str, overrides: list[str] | None = None) -> Experime
     tree = parse_overrides(overrides or [])
     train_data, train_over = data.pop("train", None) or {}, tree.pop("train", None) or {}
     exp = ExperimentConfig()
-    _apply(exp, data)
-    _apply(exp, tree)
+    apply_settings(exp, data)
+    apply_settings(exp, tree)
     exp.train = load_config(exp.train_preset)  # the arms' base, then the preset's diffs
-    _apply(exp.train, train_data, prefix="train.")
-    _apply(exp.train, train_over, prefix="train.")
+    apply_settings(exp.train, train_data, prefix="train.")
+    apply_settings(exp.train, train_over, prefix="train.")
     return exp
 
 

@@ -1,0 +1,172 @@
+"""The settings engine: YAML files and ``key=value`` overrides applied to settings dataclasses.
+
+Every settings family (:mod:`cooper.config.train`, :mod:`cooper.config.rm`,
+:mod:`cooper.config.experiment`, ...) is a tree of dataclasses whose fields carry a type and a
+one-line docstring below them. This module reads a preset (a YAML mapping that lists only what
+differs from the defaults) and ``section.key=value`` overrides, and applies them field by field:
+an unknown key, a value of the wrong type or a section given a scalar stops with a
+:class:`ConfigError` that names the fix. Values are converted to the declared type; nothing is
+silently rewritten.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import difflib
+import inspect
+import types
+import typing
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cooper.errors import UserError
+
+
+class ConfigError(UserError):
+    """A bad configuration key or value."""
+
+
+def choice(key: str, value: str, allowed: tuple[str, ...]) -> None:
+    """Raise unless ``value`` is one of ``allowed``."""
+    if value not in allowed:
+        raise ConfigError(f"{key}={value!r} is not one of: {', '.join(allowed)}")
+
+
+def _fields(obj: Any) -> dict[str, dataclasses.Field]:
+    return {f.name: f for f in dataclasses.fields(obj)}
+
+
+def coerce(key: str, value: Any, annotation: Any) -> Any:
+    """Convert a YAML or command-line value to the field's declared type, or explain why not."""
+    tp = annotation
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value is None or (isinstance(value, str) and value.lower() in ("none", "null", "")):
+            return None
+        return coerce(key, value, args[0])
+    try:
+        if tp is bool:
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str) and value.lower() in ("true", "yes", "1", "on"):
+                return True
+            if isinstance(value, str) and value.lower() in ("false", "no", "0", "off"):
+                return False
+            raise ValueError
+        if tp is int:
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError
+            return int(value)
+        if tp is float:
+            if isinstance(value, bool):
+                raise ValueError
+            return float(value)
+        if tp is str:
+            if isinstance(value, dict | list):
+                raise ValueError
+            return str(value)
+    except (TypeError, ValueError):
+        pass
+    else:
+        return value
+    name = getattr(tp, "__name__", str(tp))
+    raise ConfigError(f"{key}={value!r} is not a valid {name}")
+
+
+def apply_settings(obj: Any, mapping: dict[str, Any], prefix: str = "") -> None:
+    """Set ``obj``'s fields (recursively into sections) from a nested mapping, typed by field."""
+    hints = typing.get_type_hints(type(obj))
+    fields = _fields(obj)
+    for key, value in mapping.items():
+        full = f"{prefix}{key}"
+        if key not in fields:
+            close = difflib.get_close_matches(key, fields, n=1)
+            hint = f" (did you mean '{prefix}{close[0]}'?)" if close else ""
+            raise ConfigError(f"unknown setting '{full}'{hint}; settings here: "
+                              f"{', '.join(prefix + f for f in fields)}")
+        current = getattr(obj, key)
+        if dataclasses.is_dataclass(current):
+            if not isinstance(value, dict):
+                raise ConfigError(f"'{full}' is a section; set its keys, e.g. {full}.KEY=VALUE")
+            apply_settings(current, value, prefix=f"{full}.")
+        else:
+            setattr(obj, key, coerce(full, value, hints[key]))
+
+
+def get_key(cfg: Any, dotted: str) -> Any:
+    """``cfg.a.b`` for ``"a.b"``."""
+    for part in dotted.split("."):
+        cfg = getattr(cfg, part)
+    return cfg
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """['a.b=1', 'c=x'] -> {'a': {'b': '1'}, 'c': 'x'} (values typed later, by field)."""
+    tree: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"override '{item}' must look like section.key=value")
+        key, value = item.split("=", 1)
+        parts = key.strip().split(".")
+        node = tree
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"'{key}' sets a key inside a value")
+        node[parts[-1]] = value
+    return tree
+
+
+def read_settings_file(path: Path) -> dict[str, Any]:
+    """A YAML file of settings as a mapping (empty file: no settings); a clear error otherwise."""
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of settings")
+    return data
+
+
+def preset_dir() -> Path:
+    """The folder of the presets shipped with cooper-rl."""
+    return Path(str(resources.files("cooper.config") / "presets"))
+
+
+def list_presets() -> list[str]:
+    """Names of the shipped ``cooper train`` presets."""
+    return sorted(p.stem for p in preset_dir().glob("*.yaml"))
+
+
+def preset_path(name: str) -> Path:
+    """A preset name (shipped) or a path to a YAML file, checked to exist."""
+    path = Path(name).expanduser()
+    if path.suffix in (".yaml", ".yml"):
+        if not path.is_file():
+            raise ConfigError(f"config file not found: {path}")
+        return path
+    path = preset_dir() / f"{name}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"unknown preset '{name}'; presets: {', '.join(list_presets())} "
+                          "(or pass a path to a .yaml file)")
+    return path
+
+
+def field_docs(cls: type, prefix: str = "") -> dict[str, str]:
+    """Every setting's dotted name -> its one-line docstring (for --help and the docs)."""
+    docs: dict[str, str] = {}
+    body = ast.parse(inspect.getsource(cls)).body[0].body  # type: ignore[attr-defined]
+    for node, nxt in zip(body, body[1:], strict=False):
+        if isinstance(node, ast.AnnAssign) and isinstance(nxt, ast.Expr) and isinstance(
+                getattr(nxt, "value", None), ast.Constant):
+            docs[prefix + node.target.id] = nxt.value.value  # type: ignore[attr-defined]
+    for f in dataclasses.fields(cls):
+        if f.default_factory is not dataclasses.MISSING and dataclasses.is_dataclass(
+                f.default_factory):
+            docs.update(field_docs(f.default_factory, f"{prefix}{f.name}."))
+    return docs
