@@ -9,16 +9,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import run_cli
-from cooper.data.problems import (
-    BOXED_INSTRUCTION,
-    DataError,
-    Fields,
-    gsm8k_final_answer,
-    load_problems,
-    number_to_str,
-    render_prompt,
-)
+from cooper.data.problems import DataError, Fields, gsm8k_final_answer, load_problems
+from cooper.data.prompts import BOXED_INSTRUCTION, render_prompt
 from cooper.errors import UserError
+from cooper.verify.extraction import number_to_str
 
 
 @pytest.mark.parametrize(("name", "split", "n"), [
@@ -139,8 +133,21 @@ def test_render_prompt_uses_chat_template():
     text = render_prompt(tok, "What is 2+2?")
     assert text.startswith("<|im_start|>user\nWhat is 2+2?\n" + BOXED_INSTRUCTION)
     assert text.endswith("<|im_start|>assistant\n")
+
+
+
+def test_data_show_prompt_is_what_the_generator_feeds(tiny_models):
+    """`cooper data show --prompt` and every generator build the prompt in one place, also for
+    a tokenizer without a chat template (their fallbacks used to differ)."""
+    from cooper.data.prompts import prompt_messages
+    from cooper.infra.generation import HFGenerator
+    from cooper.infra.models import load_causal_lm, tiny_tokenizer
+
+    tok = tiny_tokenizer()
     tok.chat_template = None
-    assert render_prompt(tok, "Q?").startswith("Question: Q?")
+    gen = HFGenerator(load_causal_lm(tiny_models.policy), tok)
+    assert render_prompt(tok, "Q?") == gen.render(prompt_messages("Q?"))
+    assert render_prompt(tok, "Q?").startswith("Q?\n" + BOXED_INSTRUCTION)
 
 
 def test_cli_data_show_each_dataset():

@@ -81,7 +81,7 @@ def test_prepare_is_a_fast_noop_and_rebuilds_a_truncated_cache(tmp_path):
 def test_embedded_model_loads_and_generates():
     import torch
 
-    from cooper.data.problems import render_prompt
+    from cooper.data.prompts import render_prompt
     from cooper.infra.models import DEFAULT_MODEL, load_causal_lm, load_tokenizer
 
     tok = load_tokenizer(DEFAULT_MODEL)

@@ -39,10 +39,10 @@ def test_vllm_and_hf_agree_greedy():
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
     from cooper.data.problems import load_problems
-    from cooper.eval.sampling import build_messages
+    from cooper.data.prompts import prompt_messages
     from cooper.infra.generation import HFGenerator, SamplingConfig, VLLMGenerator
 
-    convs = [build_messages(p.question) for p in load_problems("gsm8k", limit=8)]
+    convs = [prompt_messages(p.question) for p in load_problems("gsm8k", limit=8)]
     greedy = SamplingConfig(n=2, temperature=0, max_new_tokens=64)
     hf = HFGenerator.load("smollm2-135m-instruct", dtype="float32", batch_size=16)
     hf.model.to("cuda")

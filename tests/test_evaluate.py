@@ -8,11 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from cooper.data.prompts import DEFAULT_PROMPT_TEMPLATE, prompt_messages
 from cooper.errors import UserError
 from cooper.eval.sampling import (
-    DEFAULT_PROMPT_TEMPLATE,
     SampleRecord,
-    build_messages,
     chunk_problems,
     default_ks,
     evaluate_problems,
@@ -127,11 +126,11 @@ def test_samples_file_round_trip_with_unusual_line_breaks(tmp_path):
 
 
 def test_prompt_template_keeps_braces_and_needs_the_placeholder():
-    msgs = build_messages("What is 2+2?", "Q: {question}\nAnswer in \\boxed{} please.")
+    msgs = prompt_messages("What is 2+2?", "Q: {question}\nAnswer in \\boxed{} please.")
     assert msgs == [{"role": "user", "content": "Q: What is 2+2?\nAnswer in \\boxed{} please."}]
-    assert build_messages("x")[0]["content"] == DEFAULT_PROMPT_TEMPLATE.replace("{question}", "x")
+    assert prompt_messages("x")[0]["content"] == DEFAULT_PROMPT_TEMPLATE.replace("{question}", "x")
     with pytest.raises(UserError, match="question"):
-        build_messages("x", "no placeholder {}")
+        prompt_messages("x", "no placeholder {}")
 
 
 def test_chunks_are_consecutive_and_cover_everything():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cooper.data.problems import prompt_messages
+from cooper.data.prompts import prompt_messages
 from cooper.errors import UserError
 from cooper.infra.generation import HFGenerator, SamplingConfig, batch_seed
 

@@ -98,6 +98,20 @@ def test_chat_message_completions(verifier):
     assert verifier.verify(msgs, "4").correct
 
 
+def test_completion_text_is_what_the_policy_wrote():
+    """One definition for the verifier and the reward model: the assistant messages' text,
+    joined in order (before, the trainer joined every message and the verifier took the last)."""
+    from cooper.verify.verifier import completion_text
+
+    turns = [{"role": "assistant", "content": "2 + 2 = 4. "},
+             {"role": "tool", "content": r"calculator: \boxed{5}"},
+             {"role": "assistant", "content": [{"type": "text", "text": r"So \boxed{4}"}]}]
+    # the policy's two turns, not the tool's box (joining all would read 5 as its answer)
+    assert completion_text(turns) == r"2 + 2 = 4. So \boxed{4}"
+    assert completion_text([{"content": "no role"}]) == "no role"
+    assert completion_text([]) == "" and completion_text(None) == ""
+
+
 # ------------------------------------------------------------------ fast path = math-verify
 
 _ints = st.integers(-10**12, 10**12)

@@ -46,8 +46,8 @@ def _timed(gen, convs, sampling) -> tuple[int, int, float]:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from cooper.data.problems import load_problems
+    from cooper.data.prompts import prompt_messages
     from cooper.errors import UserError
-    from cooper.eval.sampling import build_messages
     from cooper.infra.generation import HFGenerator, SamplingConfig
 
     if args.threads is not None:
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
         torch.set_num_threads(args.threads)
     problems = load_problems(args.benchmark, limit=args.problems)
-    convs = [build_messages(p.question) for p in problems]
+    convs = [prompt_messages(p.question) for p in problems]
     sampling = SamplingConfig(n=args.n, temperature=args.temperature, top_p=args.top_p,
                               max_new_tokens=args.max_new_tokens, seed=args.seed)
     batched = HFGenerator.load(args.model, trust_remote_code=args.trust_remote_code,

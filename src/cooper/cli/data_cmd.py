@@ -52,7 +52,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from cooper.data.problems import load_problems, render_prompt
+    from cooper.data.problems import load_problems
+    from cooper.data.prompts import render_prompt
 
     problems = load_problems(args.dataset, args.split, fields=fields_from_args(args),
                              limit=args.n, skip_bad=args.skip_bad,

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -25,14 +24,14 @@ from typing import TYPE_CHECKING, Any
 
 from cooper.errors import UserError
 from cooper.types import Problem
+from cooper.verify.extraction import number_to_str
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedTokenizerBase
+    pass
 
 log = logging.getLogger(__name__)
 
 # The Qwen2.5-Math instruction: the boxed answer is what the verifier extracts first.
-BOXED_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 DEFAULT_MAX_ROW_BYTES = 1 << 20
 
 
@@ -85,13 +84,6 @@ class DataError(UserError, ValueError):
 
 # ------------------------------------------------------------------ answer normalisation
 
-def number_to_str(x: float | int) -> str:
-    """145.0 -> '145', 0.5 -> '0.5', 1e-7 -> '1e-07' (shortest exact form)."""
-    if isinstance(x, bool) or not math.isfinite(x):
-        raise ValueError(f"not a finite number: {x!r}")
-    if float(x).is_integer() and abs(x) < 1e16:
-        return str(int(x))
-    return repr(float(x))
 
 
 def gsm8k_final_answer(solution: str) -> str:
@@ -313,19 +305,3 @@ def _load_file(path: Path, fields: Fields, limit: int | None, skip_bad: bool,
     if not problems:
         raise DataError(str(path), "no usable problems", "check the file and the field mapping")
     return ProblemSet(str(path), problems, skipped)
-
-
-# ------------------------------------------------------------------ prompts
-
-def prompt_messages(question: str, instruction: str = BOXED_INSTRUCTION) -> list[dict[str, str]]:
-    """The conversation given to a chat model: the question plus the boxed-answer instruction."""
-    return [{"role": "user", "content": f"{question}\n{instruction}"}]
-
-
-def render_prompt(tokenizer: PreTrainedTokenizerBase, question: str,
-                  instruction: str = BOXED_INSTRUCTION) -> str:
-    """The prompt text for a model: its chat template, or plain Q/A text if it has none."""
-    if tokenizer.chat_template:
-        return tokenizer.apply_chat_template(prompt_messages(question, instruction),
-                                             add_generation_prompt=True, tokenize=False)
-    return f"Question: {question}\n{instruction}\nAnswer:"

@@ -19,7 +19,7 @@ import os
 import random
 from pathlib import Path
 
-from cooper.data.problems import prompt_messages
+from cooper.data.prompts import prompt_messages
 from cooper.types import Problem
 
 SPLITS = {"train": (0, 5000), "test": (1, 500)}  # split -> (seed, size)

@@ -40,13 +40,13 @@ from cooper.data.problems import (
     is_local_file,
     load_problems,
 )
+from cooper.data.prompts import check_template
 from cooper.errors import UserError
 from cooper.eval.sampling import (
     DEFAULT_CHUNK_PROBLEMS,
     BenchmarkMetrics,
     SampleRecord,
     check_ks,
-    check_template,
     check_verify_mode,
     chunk_problems,
     default_ks,

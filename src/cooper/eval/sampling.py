@@ -31,18 +31,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from cooper.data.problems import BOXED_INSTRUCTION, number_to_str
+from cooper.data.prompts import check_template, prompt_messages
 from cooper.errors import UserError
 from cooper.infra.generation import Generator, Messages, OnSamples, SamplingConfig
 from cooper.types import Problem
 from cooper.verify.extraction import MODES as VERIFY_MODES
-from cooper.verify.extraction import clean_answer
+from cooper.verify.extraction import clean_answer, number_to_str
 
 # Problems per chunk. A chunk is generated and verified as a unit and is the unit a resumed
 # run skips; several batches per chunk leave room for length sorting to group similar prompts.
 DEFAULT_CHUNK_PROBLEMS = 32
-QUESTION_FIELD = "{question}"
-DEFAULT_PROMPT_TEMPLATE = QUESTION_FIELD + "\n" + BOXED_INSTRUCTION
 
 
 @dataclass(frozen=True)
@@ -210,22 +208,8 @@ def check_ks(ks: Sequence[int], n: int) -> None:
 
 # ------------------------------------------------------------------ prompts and chunks
 
-def check_template(template: str) -> str:
-    """A prompt template must contain ``{question}``; nothing else in it is interpreted."""
-    if QUESTION_FIELD not in template:
-        raise UserError("the prompt template must contain the placeholder {question}, e.g. "
-                        f"'{{question}}\\n{BOXED_INSTRUCTION}'")
-    return template
 
 
-def build_messages(question: str, template: str | None = None) -> Messages:
-    """The conversation for one problem: the template with ``{question}`` filled in.
-
-    Only ``{question}`` is replaced (no ``str.format``): math templates contain braces such as
-    ``\\boxed{}`` that must reach the model unchanged.
-    """
-    text = check_template(template or DEFAULT_PROMPT_TEMPLATE).replace(QUESTION_FIELD, question)
-    return [{"role": "user", "content": text}]
 
 
 def chunk_problems(problems: Sequence[Problem], size: int) -> list[list[Problem]]:
@@ -258,7 +242,7 @@ def sample_chunk(generator: Generator, problems: Sequence[Problem], sampling: Sa
     from cooper.verify.verifier import verify_batch
 
     check_verify_mode(verify_mode)
-    convs = [build_messages(p.question, prompt_template) for p in problems]
+    convs = [prompt_messages(p.question, prompt_template) for p in problems]
     gens = generator.generate(convs, sampling, on_samples=on_samples)
     render: Callable[[Messages], str] | None = getattr(generator, "render", None)
     # a backend without a renderer (an endpoint) gets the user message as the prompt

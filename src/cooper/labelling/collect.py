@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from cooper.data.problems import prompt_messages
+from cooper.data.prompts import prompt_messages
 from cooper.errors import UserError
 from cooper.infra.chunks import ChunkStore, Row
 from cooper.infra.endpoint import EndpointConfig, EndpointGenerator, to_generation

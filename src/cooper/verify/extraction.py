@@ -24,6 +24,7 @@ braces costs a few milliseconds, never quadratic time.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from fractions import Fraction
@@ -295,3 +296,12 @@ def normalize_reference(reference: str) -> str:
     if value is not None and value.denominator == 1 and "." in text:
         text = str(value.numerator)  # "145.0" -> "145"
     return text
+
+
+def number_to_str(x: float | int) -> str:
+    """145.0 -> '145', 0.5 -> '0.5', 1e-7 -> '1e-07' (shortest exact form)."""
+    if isinstance(x, bool) or not math.isfinite(x):
+        raise ValueError(f"not a finite number: {x!r}")
+    if float(x).is_integer() and abs(x) < 1e16:
+        return str(int(x))
+    return repr(float(x))

@@ -43,6 +43,7 @@ from cooper.verify.extraction import (
     clean_answer,
     find_answer,
     normalize_reference,
+    number_to_str,
     plain_number,
 )
 from cooper.verify.procpool import ProcessPool
@@ -158,23 +159,31 @@ def fast_equivalent(answer: str, reference: str) -> bool | None:
     return None
 
 
+def _message_text(message: Any) -> str:
+    content = message.get("content", "") if isinstance(message, dict) else message
+    if isinstance(content, list):  # content parts: keep the text ones
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content if isinstance(content, str) else ""
+
+
 def completion_text(completion: Any) -> str:
     """A completion as text: str, bytes (invalid UTF-8 replaced), None (empty), or a chat
-    message list as TRL passes conversational completions (the last message's content)."""
+    message list as TRL passes conversational completions.
+
+    Of a message list, the text is what the policy wrote: the content of its assistant
+    messages (or messages without a role), joined in order. The verifier and the reward model
+    both read this one text, so they judge the same thing. Taking only the last message would
+    hide the policy's earlier turns from the reward model; joining every message would let a
+    tool's or user's message (text the policy did not write) supply the "answer".
+    """
     if completion is None:
         return ""
     if isinstance(completion, list | tuple):
-        if not completion:
-            return ""
-        last = completion[-1]
-        completion = last.get("content", "") if isinstance(last, dict) else last
-        if isinstance(completion, list):  # content parts: keep the text ones
-            completion = "".join(p.get("text", "") for p in completion if isinstance(p, dict))
+        completion = "".join(_message_text(m) for m in completion
+                             if not isinstance(m, dict) or m.get("role", "assistant") == "assistant")
     if isinstance(completion, bytes | bytearray):
         return bytes(completion).decode("utf-8", errors="replace")
     if isinstance(completion, int | float) and not isinstance(completion, bool):
-        from cooper.data.problems import number_to_str
-
         try:
             return number_to_str(completion)
         except ValueError:
