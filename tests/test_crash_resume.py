@@ -193,7 +193,7 @@ def test_killed_while_checkpointing_then_mid_step_resumes_bit_for_bit(arith, tmp
 
 
 def test_incomplete_checkpoints_are_reported_and_skipped(tmp_path, caplog):
-    from cooper.rl.trainer import complete_checkpoints, discard_staged_checkpoints
+    from cooper.rl.checkpoints import complete_checkpoints, discard_staged_checkpoints
 
     for step in (1, 2, 10):
         (tmp_path / f"checkpoint-{step}").mkdir()

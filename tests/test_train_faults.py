@@ -11,7 +11,6 @@ import shutil
 import time
 from functools import partial
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -127,8 +126,9 @@ class _FixedScores:
 def test_a_non_finite_score_makes_its_row_unscorable_in_every_column():
     """TRL gives a row that is NaN in *every* reward column zero advantage and leaves it out
     of its group's baseline; a finite verdict column beside it would turn NaN into reward 0."""
+    from cooper.config import load_config
     from cooper.rl.step import CooperReward
-    from cooper.rl.trainer import _Batch, reward_functions
+    from cooper.rl.trainer import reward_weights, rule_column
     from cooper.verify.verifier import Verdict
 
     def verify(completions, references):
@@ -136,20 +136,20 @@ def test_a_non_finite_score_makes_its_row_unscorable_in_every_column():
                 for c, r in zip(completions, references, strict=True)]
 
     for mode in ("rm", "cooper"):
-        cooper = CooperReward(mode=mode, rm=_FixedScores([0.9, math.nan, math.inf, 0.2]),
+        cfg = load_config(None, [f"reward.mode={mode}", "reward.model=x",
+                                 "rm_update.pair_metrics=false"])
+        plan = cfg.plan()
+        cooper = CooperReward(cfg, rm=_FixedScores([0.9, math.nan, math.inf, 0.2]),
                               updater=object() if mode == "cooper" else None, verify=verify,
-                              assistant=None, fallback=None, pair_metrics=False)
-        (rule, rm_fn), w = reward_functions(_Batch(cooper, {}))
-        logged = {}
-        kw = dict(prompts=[""] * 4, completions=["1", "1", "2", "2"], problem_id=["p"] * 4,
-                  question=["q"] * 4, reference=["1"] * 4,
-                  trainer_state=SimpleNamespace(global_step=0), log_metric=logged.__setitem__)
-        assert w == [0.0, 1.0]
-        assert rule(**kw) == [1.0, None, None, 0.0]
-        rewards = rm_fn(**kw)
+                              negatives=object() if mode == "cooper" else None)
+        rollouts, stats, _ = cooper.score(["p"] * 4, ["q"] * 4, ["1"] * 4, ["1", "1", "2", "2"],
+                                          step=0, training=False)
+        assert reward_weights(plan.pays, plan.scores_with_rm) == [0.0, 1.0]
+        assert rule_column(rollouts, plan.pays) == [1.0, None, None, 0.0]
+        rewards = cooper.rewards(rollouts)
         assert rewards[0] == 0.9 and rewards[3] == 0.2
         assert math.isnan(rewards[1]) and math.isnan(rewards[2])
-        assert logged["reward/nonfinite"] == 2
+        assert stats.nonfinite_scores == 2
 
 
 # ------------------------------------------------------------------ pathological completions
@@ -157,15 +157,15 @@ def test_a_non_finite_score_makes_its_row_unscorable_in_every_column():
 def test_pathological_completions_cost_one_verifier_timeout_per_step():
     """Stage 1 of a training step on completions that would keep math-verify busy for
     minutes: the step's verification ends within the verifier timeout, they score 0."""
+    from cooper.config import load_config
     from cooper.rl.step import CooperReward
     from cooper.verify.verifier import verify_batch
 
     hangs = [r"\boxed{9^{9^{9^{9}}}}", r"\boxed{(10^{10})!}", r"\boxed{10^{10^{10}}}"]
     completions = [*hangs, r"so \boxed{3}", r"so \boxed{4}"]
     timeout = 1.0
-    cooper = CooperReward(mode="rule", rm=None, updater=None,
-                          verify=partial(verify_batch, timeout_s=timeout),
-                          assistant=None, fallback=None)
+    cooper = CooperReward(load_config(None, ["reward.mode=rule"]), rm=None, updater=None,
+                          verify=partial(verify_batch, timeout_s=timeout))
     t0 = time.perf_counter()
     rollouts, stats, seconds = cooper.score([f"p{i}" for i in range(5)], ["q"] * 5, ["3"] * 5,
                                             completions, step=1)

@@ -32,7 +32,7 @@ def tiny_args(arith: Path, out: Path, mode: str, *extra: str) -> list[str]:
     return ["train", "--config", "demo_cpu", f"reward.mode={mode}",
             f"policy.model={arith / 'policy'}", f"reward.model={arith / 'reward'}",
             "data.dataset=arith_small", "data.split=train", "data.limit=64",
-            "rollout.prompts_per_step=2", "rollout.samples_per_prompt=4",
+            "rollout.prompts_per_step=4", "rollout.samples_per_prompt=4",  # 4 prompts: each step has a verified-correct sample (pairs)
             "rollout.micro_batch_size=4", "rollout.max_completion_length=48",
             "assistant.max_new_tokens=48", "rm_update.max_attempts=1",
             "validation.dataset=arith_small", "validation.limit=8",

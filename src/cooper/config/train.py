@@ -10,6 +10,7 @@ silently rewritten; values derived from others are computed in :meth:`TrainConfi
 from __future__ import annotations
 
 import dataclasses
+import enum
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,6 +91,34 @@ class RolloutConfig:
     """URL of a running `trl vllm-serve` in server mode"""
     vllm_gpu_memory_utilization: float = 0.3
     """GPU memory share of colocated vLLM"""
+
+
+class Payer(enum.Enum):
+    """What pays the policy."""
+
+    VERIFIER = "verifier"
+    REWARD_MODEL = "reward_model"
+
+
+class Stage2(enum.Enum):
+    """What the step does with its pairs after the policy update."""
+
+    UPDATE = "update"  # the pairwise reward-model update (Cooper)
+    MEASURE = "measure"  # build the pairs and measure the frozen reward model on them
+    OFF = "off"  # nothing
+
+
+@dataclass(frozen=True)
+class RewardPlan:
+    """``reward.mode`` as the two choices the code acts on (derived in one place:
+    :meth:`TrainConfig.plan`)."""
+
+    pays: Payer
+    stage2: Stage2
+    scores_with_rm: bool  # score every rollout with the reward model (paid or only logged)
+
+
+MODES = ("rule", "rm", "cooper")
 
 
 @dataclass
@@ -214,12 +243,12 @@ class TrainConfig:
 
     def validate(self, num_processes: int = 1) -> TrainConfig:
         """Cross-field checks; raises :class:`ConfigError` naming the fix."""
-        choice("reward.mode", self.reward.mode, ("rule", "rm", "cooper"))
+        choice("reward.mode", self.reward.mode, MODES)
         choice("reward.verifier_mode", self.reward.verifier_mode, ("strict", "lenient"))
         choice("assistant.backend", self.assistant.backend, ("local", "endpoint", "rewrite"))
         choice("rm_update.positive_choice", self.rm_update.positive_choice, ("first", "random"))
         choice("rollout.vllm_mode", self.rollout.vllm_mode, ("colocate", "server"))
-        if self.reward.mode in ("rm", "cooper") and not self.reward.model:
+        if self.plan().pays is Payer.REWARD_MODEL and not self.reward.model:
             raise ConfigError(
                 f"reward.mode={self.reward.mode} needs a reward model: set reward.model=DIR to a "
                 "folder from `cooper rm train` (or any causal LM checkpoint to start from scratch)")
@@ -252,6 +281,29 @@ class TrainConfig:
                 f"multiple of micro_batch_size x processes = {per_pass}; change "
                 "rollout.micro_batch_size (or the number of processes)")
         return self
+
+    def plan(self) -> RewardPlan:
+        """What pays the policy and what Stage 2 does, from ``reward.mode`` (the only place
+        that reads it) and the reward model's presence."""
+        mode, has_rm = self.reward.mode, bool(self.reward.model)
+        pays = Payer.VERIFIER if mode == "rule" else Payer.REWARD_MODEL
+        if mode == "cooper":
+            stage2 = Stage2.UPDATE
+        elif has_rm and self.rm_update.pair_metrics:
+            stage2 = Stage2.MEASURE  # the same pairs, to show how a frozen reward model ranks
+        else:
+            stage2 = Stage2.OFF
+        scores = has_rm and (pays is Payer.REWARD_MODEL or self.reward.monitor)
+        return RewardPlan(pays, stage2, scores)
+
+    def background_negatives(self) -> bool:
+        """Write negatives while the policy updates: ``assistant.background``, or by default
+        for an endpoint (network time overlaps the update) and not for a local model (on a CPU
+        it would compete with the update for the same cores) or the rule rewrite (free)."""
+        a = self.assistant
+        if a.backend == "rewrite":
+            return False
+        return a.backend == "endpoint" if a.background is None else a.background
 
     def derived(self, num_processes: int = 1) -> dict[str, int]:
         """Values computed from the settings, in one place (TRL's batch arithmetic)."""

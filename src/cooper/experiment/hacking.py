@@ -401,8 +401,8 @@ def run_arm(exp: ExperimentConfig, arm: str, out: Path, setup: Setup) -> dict[st
     """Train one arm (resuming from its last checkpoint) and score its final policy."""
     import gc
 
+    from cooper.rl.checkpoints import complete_checkpoints
     from cooper.rl.runner import run
-    from cooper.rl.trainer import complete_checkpoints
 
     folder = out / "arms" / arm
     done = _read_json(folder / "arm.json")

@@ -24,13 +24,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from cooper.config.train import AssistantConfig, TrainConfig
+from cooper.data.perturb import rewrite_final_answer
+from cooper.infra.endpoint import Endpoint, EndpointConfig
+from cooper.infra.generation import HFGenerator, Messages, SamplingConfig
+from cooper.infra.models import load_causal_lm, load_tokenizer
 from cooper.types import Pair, Rollout
+from cooper.verify.verifier import Verdict
 
 if TYPE_CHECKING:
-    from cooper.config.train import AssistantConfig
-    from cooper.infra.endpoint import Endpoint
-    from cooper.infra.generation import HFGenerator, Messages
-    from cooper.verify.verifier import Verdict
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 VerifyFn = Callable[[Sequence[str], Sequence[str]], "list[Verdict]"]
 
@@ -92,8 +95,6 @@ class LocalAssistant:
         self.attempts_per_call = attempts_per_call
 
     def propose(self, positives: Sequence[Rollout], *, attempt: int, seed: int) -> list[str | None]:
-        from cooper.infra.generation import SamplingConfig
-
         if not positives:
             return []
         # A rewrite "of similar length" needs no more tokens than its longest positive plus
@@ -125,8 +126,6 @@ class EndpointAssistant:
 
     @classmethod
     def from_config(cls, a: AssistantConfig) -> EndpointAssistant:
-        from cooper.infra.endpoint import Endpoint, EndpointConfig
-
         endpoint = Endpoint(EndpointConfig(
             base_url=a.base_url, model=a.model, api_key_env=a.api_key_env,
             concurrency=a.concurrency, timeout_s=a.timeout_s, max_retries=a.max_retries))
@@ -157,8 +156,6 @@ class RewriteNegatives:
     attempts_per_call = 1
 
     def propose(self, positives: Sequence[Rollout], *, attempt: int, seed: int) -> list[str | None]:
-        from cooper.data.perturb import rewrite_final_answer
-
         out = []
         for i, p in enumerate(positives):
             # seeded per (step seed, position, attempt): reproducible and different per retry
@@ -242,3 +239,59 @@ def build_pairs(positives: Sequence[Rollout], outcomes: Sequence[NegativeOutcome
     """Pairs for the positives whose negative was accepted, in positive order."""
     return [Pair(p.problem_id, p.question, p.reference, p.completion, o.negative, o.source)
             for p, o in zip(positives, outcomes, strict=True) if o.negative is not None]
+
+
+@dataclass
+class NegativeWriter:
+    """The step's negative sources in order (assistant, then fallback) and how hard to try."""
+
+    assistant: NegativeSource | None
+    fallback: NegativeSource | None
+    verify: VerifyFn
+    max_attempts: int = 3
+
+    def write(self, positives: Sequence[Rollout], *, seed: int) -> list[NegativeOutcome]:
+        return make_negatives(positives, assistant=self.assistant, fallback=self.fallback,
+                              verify=self.verify, max_attempts=self.max_attempts, seed=seed)
+
+    def metrics(self) -> dict[str, float]:
+        """Counters of the sources that keep any (an endpoint's requests, retries, failures)."""
+        out: dict[str, float] = {}
+        for source in (self.assistant, self.fallback):
+            if source is not None and hasattr(source, "metrics"):
+                out.update(source.metrics())
+        return out
+
+    def close(self) -> None:
+        for source in (self.assistant, self.fallback):
+            if source is not None and hasattr(source, "close"):
+                source.close()
+
+
+def negative_writer(cfg: TrainConfig, verify: VerifyFn, *,
+                    reference: tuple[PreTrainedModel, PreTrainedTokenizerBase] | None = None
+                    ) -> NegativeWriter:
+    """The sources ``cfg.assistant`` names. A local assistant writes with ``reference`` (the
+    frozen reference policy the trainer already holds, so no extra weights) unless
+    ``assistant.model`` gives it its own."""
+    a = cfg.assistant
+    if a.backend == "rewrite":
+        return NegativeWriter(RewriteNegatives(), None, verify, cfg.rm_update.max_attempts)
+    fallback = RewriteNegatives() if a.fallback else None
+    if a.backend == "endpoint":
+        assistant: NegativeSource = EndpointAssistant.from_config(a)
+    else:
+        if a.model:
+            model = load_causal_lm(a.model, dtype=cfg.policy.dtype)
+            tok = load_tokenizer(a.model)
+            if reference is not None:
+                model.to(reference[0].device)
+        elif reference is not None:
+            model, tok = reference
+        else:
+            raise ValueError("a local assistant needs assistant.model or the reference policy")
+        model.eval().requires_grad_(False)
+        gen = HFGenerator(model, tok, batch_size=a.batch_size, name="assistant")
+        assistant = LocalAssistant(gen, max_new_tokens=a.max_new_tokens, temperature=a.temperature,
+                                   attempts_per_call=a.attempts_per_call or cfg.rm_update.max_attempts)
+    return NegativeWriter(assistant, fallback, verify, cfg.rm_update.max_attempts)

@@ -1,6 +1,6 @@
 """The online reward of Cooper: Stage 1 scores the rollouts, Stage 2 updates the reward model.
 
-This module knows nothing about the RL framework; :mod:`cooper.trainer` wires it into TRL.
+This module knows nothing about the RL framework; :mod:`cooper.rl.trainer` wires it into TRL.
 One RL step (``method.md``, Part 2) as it happens here:
 
 Stage 1, :meth:`CooperReward.score` (when the policy's rewards are computed):
@@ -31,10 +31,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from cooper.config.train import Payer, Stage2, TrainConfig
 from cooper.infra.collective import Collective, SingleProcess
-from cooper.rl.negatives import NegativeOutcome, NegativeSource, build_pairs, make_negatives
+from cooper.rl.negatives import NegativeOutcome, NegativeWriter, build_pairs
 from cooper.rl.pairs import RolloutStats, rollout_stats, select_positives, shard
-from cooper.types import Rollout
+from cooper.types import Rollout, Triple
 
 if TYPE_CHECKING:
     from cooper.rm.model import RewardModel
@@ -74,29 +75,32 @@ class _Pending:
 
 
 class CooperReward:
-    """Rewards for the policy and the online reward-model update, for one training process."""
+    """Rewards for the policy and the online reward-model update, for one training process.
 
-    def __init__(self, *, mode: str, rm: RewardModel | None, updater: PairwiseUpdater | None,
+    Built from the run's settings (:class:`~cooper.config.train.TrainConfig`; what pays the
+    policy and what Stage 2 does come from :meth:`~cooper.config.train.TrainConfig.plan`) and
+    the parts they name: the reward model and its updater, the verifier and the negatives.
+    """
+
+    def __init__(self, cfg: TrainConfig, *, rm: RewardModel | None,
+                 updater: PairwiseUpdater | None,
                  verify: Callable[[Sequence[str], Sequence[str]], list],
-                 assistant: NegativeSource | None, fallback: NegativeSource | None,
-                 max_attempts: int = 3, positives_per_prompt: int = 1,
-                 positive_choice: str = "first", pair_metrics: bool = True, monitor: bool = True,
-                 score_batch_size: int = 16, seed: int = 0, background_negatives: bool = False,
-                 collective: Collective | None = None):
-        if mode not in ("rule", "rm", "cooper"):
-            raise ValueError(f"mode must be rule, rm or cooper, got {mode!r}")
-        if mode != "rule" and rm is None:
-            raise ValueError(f"mode {mode} needs a reward model")
-        if mode == "cooper" and updater is None:
-            raise ValueError("cooper mode needs a PairwiseUpdater")
-        self.mode, self.rm, self.updater, self.verify = mode, rm, updater, verify
-        self.assistant, self.fallback, self.max_attempts = assistant, fallback, max_attempts
-        self.positives_per_prompt, self.positive_choice = positives_per_prompt, positive_choice
-        self.pair_metrics = pair_metrics and rm is not None
-        self.use_rm = rm is not None and (mode != "rule" or monitor)
-        self.score_batch_size, self.seed = score_batch_size, seed
+                 negatives: NegativeWriter | None = None, collective: Collective | None = None):
+        plan = cfg.plan()
+        if plan.scores_with_rm and rm is None:
+            raise ValueError(f"reward.mode={cfg.reward.mode} needs a reward model")
+        if plan.stage2 is Stage2.UPDATE and updater is None:
+            raise ValueError("a reward-model update needs a PairwiseUpdater")
+        if plan.stage2 is not Stage2.OFF and negatives is None:
+            raise ValueError(f"Stage 2 ({plan.stage2.value}) needs a NegativeWriter")
+        self.plan, self.rm, self.updater, self.verify = plan, rm, updater, verify
+        self.negatives = negatives
+        u = cfg.rm_update
+        self.positives_per_prompt, self.positive_choice = u.positives_per_prompt, u.positive_choice
+        self.score_batch_size, self.seed = cfg.reward.score_batch_size, cfg.seed
         self.collective = collective or SingleProcess()
-        self._executor = ThreadPoolExecutor(1, "cooper-negatives") if background_negatives else None
+        self._executor = (ThreadPoolExecutor(1, "cooper-negatives")
+                          if plan.stage2 is not Stage2.OFF and cfg.background_negatives() else None)
         self._pending: _Pending | None = None
 
     # ------------------------------------------------------------------ Stage 1
@@ -116,9 +120,7 @@ class CooperReward:
         seconds["verify"] = time.perf_counter() - t
         # 2. the current reward model's probabilities (the reward in rm and cooper modes)
         scores: list[float | None] = [None] * len(completions)
-        if self.use_rm:
-            from cooper.types import Triple
-
+        if self.plan.scores_with_rm:
             t = time.perf_counter()
             scores = self.rm.score([Triple(q, r, c) for q, r, c in
                                     zip(questions, references, completions, strict=True)],
@@ -129,17 +131,17 @@ class CooperReward:
                                                     completions, verdicts, scores, strict=True)]
         # 3. the step's rollouts from every process, and this process's share of positives
         everyone = self.collective.gather_objects(rollouts)
-        if training and (self.mode == "cooper" or self.pair_metrics):
+        if training and self.plan.stage2 is not Stage2.OFF:
             self._prepare_stage2(everyone, step)
         return rollouts, rollout_stats(everyone), seconds
 
     def rewards(self, rollouts: Sequence[Rollout]) -> list[float]:
-        """The policy's reward per rollout: the verdict in rule mode, else the reward model.
+        """The policy's reward per rollout: the verdict, or the reward model's probability.
 
         A non-finite reward-model score becomes NaN, which the trainer treats as unscorable
         (zero advantage) instead of letting it poison the group's normalisation.
         """
-        if self.mode == "rule":
+        if self.plan.pays is Payer.VERIFIER:
             return [float(r.correct) for r in rollouts]
         return [r.rm_score if r.rm_score is not None and math.isfinite(r.rm_score) else math.nan
                 for r in rollouts]
@@ -152,9 +154,7 @@ class CooperReward:
 
         def job() -> tuple[list[NegativeOutcome], float]:
             t = time.perf_counter()
-            outcomes = make_negatives(mine, assistant=self.assistant, fallback=self.fallback,
-                                      verify=self.verify, max_attempts=self.max_attempts,
-                                      seed=seed)
+            outcomes = self.negatives.write(mine, seed=seed)
             return outcomes, time.perf_counter() - t
 
         # an endpoint assistant works in the background while the policy updates
@@ -188,11 +188,9 @@ class CooperReward:
         loss = acc = grad_norm = None
         updated = skipped = False
         if total_pairs:
-            from cooper.types import Triple
-
             pos = [Triple(p.question, p.reference, p.positive) for p in pairs]
             neg = [Triple(p.question, p.reference, p.negative) for p in pairs]
-            if self.mode == "cooper":
+            if self.plan.stage2 is Stage2.UPDATE:
                 st = self.updater.step(pos, neg, reduce_grads=c.all_reduce_sum_,
                                        global_pairs=total_pairs)
                 # this process's mean loss and accuracy (NaN without local pairs) -> global sums
@@ -222,15 +220,10 @@ class CooperReward:
     def source_metrics(self) -> dict[str, float]:
         """Counters of the negative sources that keep any (an endpoint's requests, retries,
         failures by kind, circuit-breaker state)."""
-        out: dict[str, float] = {}
-        for source in (self.assistant, self.fallback):
-            if source is not None and hasattr(source, "metrics"):
-                out.update(source.metrics())
-        return out
+        return self.negatives.metrics() if self.negatives is not None else {}
 
     def close(self) -> None:
         if self._executor:
             self._executor.shutdown(wait=True)
-        for source in (self.assistant, self.fallback):
-            if source is not None and hasattr(source, "close"):
-                source.close()
+        if self.negatives is not None:
+            self.negatives.close()

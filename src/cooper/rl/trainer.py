@@ -1,18 +1,24 @@
-"""Cooper on TRL's GRPOTrainer: reward functions, the Stage-2 callback, timing, checkpoints.
+"""Cooper on TRL's GRPOTrainer: the only module that knows TRL's internals.
 
 How the pieces meet (verified on trl 1.16):
 
-- TRL calls every reward function once per optimiser step on each process, with that process's
-  slice of the rollouts and every dataset column as a keyword argument. Two thin callables wrap
-  one :class:`~cooper.rl.step.CooperReward`: ``rule`` (the verifier) and ``reward_model``.
-  The one not optimised gets weight 0, so it is logged but not trained on: every run shows the
-  verifier next to the reward it optimises. A reward model passed directly in ``reward_funcs``
-  would never see the reference answer, hence the callables.
-- :class:`Stage2Callback.on_step_end` runs after the policy's optimiser step and before TRL logs,
-  so the reward-model update of step t lands in step t's metrics.
-- :class:`CooperTrainer` adds per-stage timing (``perf/``), writes each checkpoint into a staging
-  folder and renames it into place only once complete (policy, optimiser, RNG states, reward model
-  and its optimiser), and restores the reward model on resume.
+- TRL calls every reward function once per generation batch on each process, with that
+  process's slice of the rollouts and every dataset column as a keyword argument, from inside
+  ``_calculate_rewards``. :class:`CooperTrainer` passes two of its own methods: ``rule`` (the
+  verifier) and ``reward_model``. The one not optimised gets weight 0, so it is logged but not
+  trained on: every run shows the verifier next to the reward it optimises. A reward model
+  passed directly in ``reward_funcs`` would never see the reference answer, hence the methods.
+- Stage 1 (:meth:`~cooper.rl.step.CooperReward.score`) runs once per batch: the trainer counts
+  its ``_calculate_rewards`` calls and the first reward function called in a batch scores it.
+  Keyed by the call, not by the texts, so a batch that repeats an earlier one exactly is scored
+  by the current reward model and gets its own Stage 2, and every process agrees on it.
+- Stage 2 (:meth:`~cooper.rl.step.CooperReward.update`) runs in ``on_step_end``, after the
+  policy's optimiser step and before TRL logs, so step t's rewards came from the reward model
+  before its update and the update lands in step t's metrics.
+- Everything is built in the constructor: the Cooper reward (its local assistant writes with
+  the frozen reference policy TRL has just loaded, so it costs no extra weights), and the
+  callbacks, each given the trainer itself.
+- Checkpoints are staged and renamed into place (:mod:`cooper.rl.checkpoints`).
 """
 
 from __future__ import annotations
@@ -24,52 +30,73 @@ import math
 import os
 import shutil
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import torch
 from transformers import TrainerCallback
-from trl import GRPOTrainer
+from trl import GRPOConfig, GRPOTrainer
 
+from cooper.config.train import Payer, Stage2, TrainConfig
 from cooper.errors import UserError
-from cooper.rl.step import CooperReward
+from cooper.infra.collective import Collective
+from cooper.infra.models import load_causal_lm, load_tokenizer
+from cooper.rl.checkpoints import COMPLETE_MARKER, STAGING, rotate, save_reward_model_state
+from cooper.rl.negatives import negative_writer
+from cooper.rl.pairs import RolloutStats
+from cooper.rl.step import CooperReward, Stage2Stats
+from cooper.rl.validation import ValidationCallback
+from cooper.types import Rollout
+from cooper.verify.verifier import completion_text, verify_batch
 
 log = logging.getLogger(__name__)
 
-COMPLETE_MARKER = "cooper-checkpoint.json"
-RM_FOLDER = "reward_model"
-RM_OPTIMIZER = "reward_model_optimizer.pt"
-STAGING = ".staging"  # checkpoints are written here, then renamed into the run folder
+
+def grpo_args(cfg: TrainConfig, num_processes: int, reward_weights: list[float]) -> GRPOConfig:
+    """TRL's settings for a run, all derived from ``cfg``."""
+    r, p = cfg.rollout, cfg.policy
+    derived = cfg.derived(num_processes)
+    return GRPOConfig(
+        output_dir=cfg.output_dir, seed=cfg.seed, max_steps=cfg.max_steps,
+        learning_rate=p.lr, warmup_steps=p.warmup_steps, lr_scheduler_type="constant_with_warmup",
+        beta=p.kl_coef, epsilon=p.clip_eps, loss_type=p.loss_type, max_grad_norm=p.max_grad_norm,
+        bf16=p.dtype == "bfloat16", gradient_checkpointing=p.gradient_checkpointing,
+        model_init_kwargs={"dtype": p.dtype},
+        per_device_train_batch_size=r.micro_batch_size,
+        gradient_accumulation_steps=derived["gradient_accumulation_steps"],
+        num_generations=r.samples_per_prompt, max_completion_length=r.max_completion_length,
+        temperature=r.temperature, top_p=r.top_p,
+        use_vllm=r.use_vllm, vllm_mode=r.vllm_mode, vllm_server_base_url=r.vllm_server_base_url,
+        vllm_gpu_memory_utilization=r.vllm_gpu_memory_utilization,
+        reward_weights=reward_weights,
+        logging_steps=1, report_to=[x for x in cfg.report_to.split(",") if x and x != "none"] or "none",
+        save_strategy="steps" if cfg.save_steps else "no", save_steps=cfg.save_steps or 500,
+        save_total_limit=cfg.save_total_limit, eval_strategy="no", log_completions=False,
+        disable_dropout=True, remove_unused_columns=False, dataloader_num_workers=0,
+        use_cpu=not torch.cuda.is_available(),
+    )
 
 
-# ------------------------------------------------------------------ reward functions
-
-def _completion_text(completion: Any) -> str:
-    """TRL passes conversational completions as message lists, plain ones as strings."""
-    if isinstance(completion, list):
-        return "".join(m.get("content", "") for m in completion if isinstance(m, dict))
-    return str(completion)
+def reward_weights(pays: Payer, scores_with_rm: bool) -> list[float]:
+    """Weights of the reward columns ``[rule, reward_model]`` (or ``[rule]`` alone)."""
+    if not scores_with_rm:
+        return [1.0]
+    return [1.0, 0.0] if pays is Payer.VERIFIER else [0.0, 1.0]
 
 
-class _Batch:
-    """Stage 1 runs once per batch, whichever reward function TRL calls first."""
-
-    def __init__(self, cooper: CooperReward, trainer_ref: dict[str, Any]):
-        self.cooper, self.trainer_ref = cooper, trainer_ref
-        self._key: tuple | None = None
-        self._rollouts: list = []
-
-    def rollouts(self, completions, problem_id, question, reference, log_metric, trainer_state):
-        texts = [_completion_text(c) for c in completions]
-        key = (tuple(problem_id), tuple(texts))
-        if key != self._key:
-            rollouts, stats, seconds = self.cooper.score(
-                problem_id, question, reference, texts, step=trainer_state.global_step)
-            self._key, self._rollouts = key, rollouts
-            _log_rollout_stats(log_metric, stats, seconds)
-        return self._rollouts
+def rule_column(rollouts: list[Rollout], pays: Payer) -> list[float | None]:
+    """The verifier's column. When it is only logged (weight 0), a row whose reward-model
+    score is not finite must be unscorable in *every* column: TRL then gives it zero advantage
+    and leaves it out of its group's mean, whereas a finite verdict beside a NaN score would be
+    summed into a reward of 0, the lowest a probability can be."""
+    if pays is Payer.VERIFIER:
+        return [float(r.correct) for r in rollouts]
+    return [float(r.correct) if r.rm_score is not None and math.isfinite(r.rm_score) else None
+            for r in rollouts]
 
 
-def _log_rollout_stats(log_metric, stats, seconds: dict[str, float]) -> None:
+def log_rollout_stats(log_metric, stats: RolloutStats, seconds: dict[str, float]) -> None:
     log_metric("reward/rule_mean", stats.rule_mean)
     if stats.rm_mean is not None:
         log_metric("reward/rm_mean", stats.rm_mean)
@@ -82,60 +109,43 @@ def _log_rollout_stats(log_metric, stats, seconds: dict[str, float]) -> None:
         log_metric(f"perf/{name}", value)
 
 
-def reward_functions(batch: _Batch) -> tuple[list, list[float]]:
-    """TRL reward callables and their weights for the configured mode."""
-
-    def rule(prompts, completions, problem_id, question, reference, trainer_state, log_metric,
-             **_):
-        rollouts = batch.rollouts(completions, problem_id, question, reference, log_metric,
-                                  trainer_state)
-        if cooper.mode == "rule":
-            return [float(r.correct) for r in rollouts]
-        # The verdict is only logged here (weight 0). Where the reward model's score is not
-        # finite the row must be unscorable in *every* column: TRL then gives it zero advantage
-        # and leaves it out of its group's mean. A finite verdict beside a NaN score would be
-        # summed into a reward of 0 instead, the lowest a probability can be.
-        return [float(r.correct) if r.rm_score is not None and math.isfinite(r.rm_score)
-                else None for r in rollouts]
-
-    def reward_model(prompts, completions, problem_id, question, reference, trainer_state,
-                     log_metric, **_):
-        rollouts = batch.rollouts(completions, problem_id, question, reference, log_metric,
-                                  trainer_state)
-        return batch.cooper.rewards(rollouts)
-
-    cooper = batch.cooper
-    if not cooper.use_rm:
-        return [rule], [1.0]
-    weights = [1.0, 0.0] if cooper.mode == "rule" else [0.0, 1.0]
-    return [rule, reward_model], weights
+def stage2_metrics(st: Stage2Stats) -> dict[str, float]:
+    m = {"rm/positives": st.positives, "rm/pairs": st.pairs,
+         "rm/valid_negatives": st.valid_negatives,
+         "rm/fallback_negatives": st.fallback_negatives, "rm/dropped_pairs": st.dropped,
+         "rm/updated": float(st.updated), "rm/skipped_nonfinite": float(st.skipped_nonfinite),
+         "perf/negatives": st.seconds_negatives,
+         "perf/negatives_total": st.seconds_negatives_total,
+         "perf/rm_update": st.seconds_update}
+    if st.loss is not None:
+        m.update({"rm/loss": st.loss, "rm/pair_acc_before": st.pair_acc_before})
+    if st.grad_norm is not None:
+        m["rm/grad_norm"] = st.grad_norm
+    return m
 
 
-# ------------------------------------------------------------------ Stage 2 callback
+# ------------------------------------------------------------------ callbacks
 
 class Stage2Callback(TrainerCallback):
     """After each policy optimiser step: the reward-model update and its metrics."""
 
-    def __init__(self, cooper: CooperReward, trainer_ref: dict[str, Any]):
-        self.cooper, self.trainer_ref = cooper, trainer_ref
+    def __init__(self, trainer: CooperTrainer):
+        self.trainer = trainer
 
     def on_step_end(self, args, state, control, **kwargs):
-        trainer: CooperTrainer = self.trainer_ref["trainer"]
-        st = self.cooper.update()
+        t = self.trainer
+        st = t.cooper.update()
         if st is not None:
-            m = {"rm/positives": st.positives, "rm/pairs": st.pairs,
-                 "rm/valid_negatives": st.valid_negatives,
-                 "rm/fallback_negatives": st.fallback_negatives, "rm/dropped_pairs": st.dropped,
-                 "rm/updated": float(st.updated), "rm/skipped_nonfinite": float(st.skipped_nonfinite),
-                 "perf/negatives": st.seconds_negatives,
-                 "perf/negatives_total": st.seconds_negatives_total,
-                 "perf/rm_update": st.seconds_update}
-            if st.loss is not None:
-                m.update({"rm/loss": st.loss, "rm/pair_acc_before": st.pair_acc_before})
-            if st.grad_norm is not None:
-                m["rm/grad_norm"] = st.grad_norm
-            trainer.record({**m, **self.cooper.source_metrics()})
-        trainer.record({"perf/step": time.perf_counter() - trainer.step_started})
+            t.record({**stage2_metrics(st), **t.cooper.source_metrics()})
+        t.record({"perf/step": time.perf_counter() - t.step_started})
+
+
+class StepTimer(TrainerCallback):
+    def __init__(self, trainer: CooperTrainer):
+        self.trainer = trainer
+
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        self.trainer.optimizer_step_done()
 
 
 class MetricsFileCallback(TrainerCallback):
@@ -158,18 +168,86 @@ class MetricsFileCallback(TrainerCallback):
 # ------------------------------------------------------------------ the trainer
 
 class CooperTrainer(GRPOTrainer):
-    """GRPOTrainer plus stage timing, atomic checkpoints and the reward model's state."""
+    """GRPOTrainer with Cooper's reward, stage timing, atomic checkpoints and the reward
+    model's state, all built from one :class:`~cooper.config.train.TrainConfig`."""
 
-    def __init__(self, *args, cooper: CooperReward, **kwargs):
-        self.cooper = cooper
+    def __init__(self, cfg: TrainConfig, *, model: str, tokenizer, train_dataset,
+                 rm=None, updater=None, collective: Collective, num_processes: int = 1,
+                 metrics_path: Path | None = None):
+        plan = cfg.plan()
         self.step_started = time.perf_counter()
+        self._stage_seconds: dict[str, float] = {}
         self._staging_root: str | None = None
-        super().__init__(*args, **kwargs)
+        self._batches = 0  # generation batches whose rewards TRL asked for
+        self._scored: tuple[int, list[Rollout]] | None = None  # Stage 1 of the current batch
+        self._pays = plan.pays
+        funcs = [self.rule, self.reward_model] if plan.scores_with_rm else [self.rule]
+        super().__init__(model=model, reward_funcs=funcs, train_dataset=train_dataset,
+                         processing_class=tokenizer,
+                         args=grpo_args(cfg, num_processes, reward_weights(plan.pays,
+                                                                           plan.scores_with_rm)))
+        verify = partial(verify_batch, mode=cfg.reward.verifier_mode,
+                         timeout_s=cfg.reward.verifier_timeout_s)
+        negatives = None
+        if plan.stage2 is not Stage2.OFF:
+            negatives = negative_writer(cfg, verify, reference=self._reference_policy(cfg))
+        self.cooper = CooperReward(cfg, rm=rm, updater=updater, verify=verify,
+                                   negatives=negatives, collective=collective)
+        self.add_callback(Stage2Callback(self))
+        self.add_callback(StepTimer(self))
+        if metrics_path is not None:
+            self.add_callback(MetricsFileCallback(metrics_path))
+        if cfg.validation.enabled:
+            self.add_callback(ValidationCallback(self, cfg.validation, cfg.reward, tokenizer))
+
+    def _reference_policy(self, cfg: TrainConfig):
+        """(model, tokenizer) for a local assistant without weights of its own: the frozen
+        reference policy TRL holds, or (``policy.kl_coef=0``: TRL keeps none) None, in which
+        case the assistant loads its own copy."""
+        a = cfg.assistant
+        if a.backend != "local" or a.model:
+            return None
+        plugin = getattr(self.accelerator.state, "deepspeed_plugin", None)
+        if plugin is not None and plugin.zero_stage == 3:
+            raise UserError("with DeepSpeed ZeRO-3 the reference policy is sharded and cannot "
+                            "write negatives: set assistant.backend=endpoint or rewrite, or give "
+                            "the local assistant its own weights with assistant.model=PATH")
+        tok = load_tokenizer(cfg.policy.model)
+        if self.ref_model is not None:
+            return self.accelerator.unwrap_model(self.ref_model), tok
+        model = load_causal_lm(cfg.policy.model, dtype=cfg.policy.dtype)
+        return model.to(self.accelerator.device), tok
 
     def record(self, metrics: dict[str, float]) -> None:
         """Add values to this step's logged metrics (averaged by TRL at log time)."""
         for k, v in metrics.items():
             self._metrics["train"][k].append(float(v))
+
+    # -- the reward functions TRL calls (Stage 1 runs in whichever is called first)
+    def _stage1(self, completions, problem_id, question, reference, log_metric) -> list[Rollout]:
+        if self._batches == 0:
+            raise RuntimeError("TRL called a reward function outside CooperTrainer."
+                               "_calculate_rewards: this TRL version is not supported (see "
+                               "tests/test_trl_contract.py)")
+        if self._scored is None or self._scored[0] != self._batches:
+            rollouts, stats, seconds = self.cooper.score(
+                problem_id, question, reference, [completion_text(c) for c in completions],
+                step=self.state.global_step, training=self.model.training)
+            self._scored = (self._batches, rollouts)
+            log_rollout_stats(log_metric, stats, seconds)
+        return self._scored[1]
+
+    def rule(self, prompts, completions, problem_id, question, reference, log_metric,
+             **_: Any) -> list[float | None]:
+        """The verifier's verdicts (the reward in rule mode, logged with weight 0 otherwise)."""
+        rollouts = self._stage1(completions, problem_id, question, reference, log_metric)
+        return rule_column(rollouts, self._pays)
+
+    def reward_model(self, prompts, completions, problem_id, question, reference, log_metric,
+                     **_: Any) -> list[float]:
+        """The reward model's probabilities (the reward in rm and cooper modes)."""
+        rollouts = self._stage1(completions, problem_id, question, reference, log_metric)
+        return self.cooper.rewards(rollouts)
 
     # -- timing: generation, log-probs (reference and old), rewards, policy update
     def training_step(self, model, inputs, num_items_in_batch):
@@ -190,6 +268,7 @@ class CooperTrainer(GRPOTrainer):
             self._stage_seconds["generation"] += time.perf_counter() - t
 
     def _calculate_rewards(self, *args, **kwargs):
+        self._batches += 1  # a new batch: the next reward function called runs Stage 1
         t = time.perf_counter()
         try:
             return super()._calculate_rewards(*args, **kwargs)
@@ -231,7 +310,8 @@ class CooperTrainer(GRPOTrainer):
             if self.args.should_save:
                 save_reward_model_state(self.cooper, staged)
                 (Path(staged) / COMPLETE_MARKER).write_text(json.dumps(
-                    {"step": self.state.global_step, "mode": self.cooper.mode,
+                    {"step": self.state.global_step, "pays": self.cooper.plan.pays.value,
+                     "stage2": self.cooper.plan.stage2.value,
                      "files": sorted(p.name for p in Path(staged).iterdir())}))
                 final = os.path.join(run_dir, name)
                 if os.path.exists(final):  # a rerun of the same step replaces it
@@ -239,81 +319,7 @@ class CooperTrainer(GRPOTrainer):
                 os.replace(staged, final)
                 with contextlib.suppress(OSError):  # leave no empty staging folder behind
                     os.rmdir(self._staging_root)
-                _rotate(run_dir, self.args.save_total_limit)
+                rotate(run_dir, self.args.save_total_limit)
             self.accelerator.wait_for_everyone()
         finally:
             self._staging_root = None
-
-
-class _StepTimer(TrainerCallback):
-    def __init__(self, trainer_ref):
-        self.trainer_ref = trainer_ref
-
-    def on_optimizer_step(self, args, state, control, **kwargs):
-        self.trainer_ref["trainer"].optimizer_step_done()
-
-
-def save_reward_model_state(cooper: CooperReward, folder: str | os.PathLike) -> None:
-    """The reward model's weights and (in cooper mode) its optimiser, beside the policy's."""
-    import torch
-
-    if cooper.rm is None:
-        return
-    cooper.rm.save(Path(folder) / RM_FOLDER)
-    if cooper.updater is not None:
-        torch.save(cooper.updater.state_dict(), Path(folder) / RM_OPTIMIZER)
-
-
-def load_reward_model_state(cooper: CooperReward, folder: str | os.PathLike) -> None:
-    import torch
-    from safetensors.torch import load_file
-
-    folder = Path(folder)
-    if cooper.rm is None or not (folder / RM_FOLDER).is_dir():
-        return
-    weights = sorted((folder / RM_FOLDER).glob("*.safetensors"))
-    state: dict = {}
-    for w in weights:
-        state.update(load_file(w))
-    missing, unexpected = cooper.rm.model.load_state_dict(state, strict=False)
-    if unexpected or [k for k in missing if "lm_head" not in k]:
-        raise UserError(f"{folder / RM_FOLDER}: reward-model weights do not match the model "
-                        f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
-    if cooper.updater is not None and (folder / RM_OPTIMIZER).is_file():
-        cooper.updater.load_state_dict(torch.load(folder / RM_OPTIMIZER, weights_only=True))
-
-
-def _rotate(run_dir: str, keep: int) -> None:
-    if keep <= 0:
-        return
-    done = sorted(complete_checkpoints(run_dir), key=lambda p: int(p.name.split("-")[-1]))
-    for old in done[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-def discard_staged_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
-    """Remove checkpoints left half-written in the staging folder by a run that was stopped
-    while saving (they never reached the run folder, so nothing resumes from them); returns
-    what was removed, each one reported."""
-    staging = Path(run_dir) / STAGING
-    if not staging.is_dir():
-        return []
-    removed = sorted(staging.iterdir())
-    for p in removed:
-        log.warning("discarding incomplete checkpoint %s (the run was stopped while writing "
-                    "it)", p)
-    shutil.rmtree(staging)
-    return removed
-
-
-def complete_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
-    """Checkpoints whose completion marker exists, oldest first."""
-    run = Path(run_dir)
-    if not run.is_dir():
-        return []
-    found = [p for p in run.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()]
-    good = [p for p in found if (p / COMPLETE_MARKER).is_file()]
-    for bad in set(found) - set(good):
-        log.warning("skipping incomplete checkpoint %s (no %s; the run was stopped while "
-                    "writing it)", bad, COMPLETE_MARKER)
-    return sorted(good, key=lambda p: int(p.name.split("-")[-1]))

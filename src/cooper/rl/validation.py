@@ -15,40 +15,40 @@ line is flat, which is the check that the probe itself is deterministic.
 
 from __future__ import annotations
 
-from typing import Any
+import copy
+import math
+from typing import TYPE_CHECKING
 
 from transformers import TrainerCallback
+from trl.models import unwrap_model_for_generation
 
 from cooper.config.train import RewardConfig, ValidationConfig
+from cooper.data.problems import load_problems
+from cooper.data.triples import load_triples
+from cooper.eval.sampling import evaluate_problems
+from cooper.infra.collective import Collective
+from cooper.infra.generation import HFGenerator, SamplingConfig
+from cooper.rl.pairs import shard
+from cooper.rm.metrics import binary_metrics
+
+if TYPE_CHECKING:
+    from cooper.rl.trainer import CooperTrainer
+    from cooper.rm.model import RewardModel
 
 
 class ValidationCallback(TrainerCallback):
-    def __init__(self, vcfg: ValidationConfig, tokenizer, trainer_ref: dict[str, Any],
-                 reward_cfg: RewardConfig):
-        from cooper.data.problems import load_problems
-
-        self.vcfg, self.trainer_ref, self.reward_cfg = vcfg, trainer_ref, reward_cfg
+    def __init__(self, trainer: CooperTrainer, vcfg: ValidationConfig, reward_cfg: RewardConfig,
+                 tokenizer):
+        self.trainer, self.vcfg, self.reward_cfg = trainer, vcfg, reward_cfg
         self.tokenizer = tokenizer
         self.problems = list(load_problems(vcfg.dataset, vcfg.split, limit=vcfg.limit))
-        self.probe = None
-        if vcfg.rm_probe:
-            from cooper.data.triples import load_triples
-
-            self.probe = load_triples(vcfg.rm_probe).rows  # a bad file stops before training
+        # a bad probe file stops here, before training
+        self.probe = load_triples(vcfg.rm_probe).rows if vcfg.rm_probe else None
 
     def validate(self, step: int) -> dict[str, float]:
         """Verified accuracy of the current policy on the held-out problems."""
-        import copy
-
-        from trl.models import unwrap_model_for_generation
-
-        from cooper.eval.sampling import evaluate_problems
-        from cooper.infra import collective
-        from cooper.infra.generation import HFGenerator, SamplingConfig
-        from cooper.rl.pairs import shard
-
-        trainer = self.trainer_ref["trainer"]
-        c = collective.current()
+        trainer = self.trainer
+        c = trainer.cooper.collective
         mine = shard(self.problems, c.rank, c.world_size)
         v = self.vcfg
         sampling = SamplingConfig(n=v.samples, temperature=v.temperature, top_p=v.top_p,
@@ -68,18 +68,12 @@ class ValidationCallback(TrainerCallback):
                                            sum(s.num_tokens for s in samples)])
         out = {"val/accuracy": correct / max(n, 1), "val/samples": n,
                "val/mean_tokens": tokens / max(n, 1)}
-        cooper = getattr(trainer, "cooper", None)
-        if self.probe and cooper is not None and cooper.rm is not None:
-            out.update(self.probe_metrics(cooper.rm, c))
+        if self.probe and trainer.cooper.rm is not None:
+            out.update(self.probe_metrics(trainer.cooper.rm, c))
         return out
 
-    def probe_metrics(self, rm, c) -> dict[str, float]:
+    def probe_metrics(self, rm: RewardModel, c: Collective) -> dict[str, float]:
         """The current reward model on the fixed labelled probe (each process scores a share)."""
-        import math
-
-        from cooper.rl.pairs import shard
-        from cooper.rm.metrics import binary_metrics
-
         mine = shard(self.probe, c.rank, c.world_size)
         scores = rm.score([r.triple for r in mine], batch_size=self.reward_cfg.score_batch_size)
         scored = c.gather_objects([(s, bool(r.label)) for s, r in zip(scores, mine, strict=True)])
@@ -89,9 +83,9 @@ class ValidationCallback(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.global_step == 0:
-            self.trainer_ref["trainer"].log(self.validate(0))
+            self.trainer.log(self.validate(0))
 
     def on_step_end(self, args, state, control, **kwargs):
         every = self.vcfg.every_steps
         if state.global_step == state.max_steps or (every and state.global_step % every == 0):
-            self.trainer_ref["trainer"].record(self.validate(state.global_step))
+            self.trainer.record(self.validate(state.global_step))

@@ -1,0 +1,99 @@
+"""Checkpoints of a Cooper run: complete or absent, with the reward model beside the policy.
+
+TRL writes the policy, its optimiser, scheduler and RNG states; :class:`~cooper.rl.trainer.
+CooperTrainer` has it write them into a staging folder, adds the reward model's weights and (when
+it is updated) its optimiser, then a completion marker, and only then renames the folder into the
+run folder. A run killed while saving therefore leaves no half-written ``checkpoint-N``: what is
+in the run folder is complete (its marker exists), what is in staging is discarded on restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cooper.errors import UserError
+
+if TYPE_CHECKING:
+    from cooper.rl.step import CooperReward
+
+log = logging.getLogger(__name__)
+
+COMPLETE_MARKER = "cooper-checkpoint.json"
+RM_FOLDER = "reward_model"
+RM_OPTIMIZER = "reward_model_optimizer.pt"
+STAGING = ".staging"  # checkpoints are written here, then renamed into the run folder
+
+
+def save_reward_model_state(cooper: CooperReward, folder: str | os.PathLike) -> None:
+    """The reward model's weights and (in cooper mode) its optimiser, beside the policy's."""
+    import torch
+
+    if cooper.rm is None:
+        return
+    cooper.rm.save(Path(folder) / RM_FOLDER)
+    if cooper.updater is not None:
+        torch.save(cooper.updater.state_dict(), Path(folder) / RM_OPTIMIZER)
+
+
+def load_reward_model_state(cooper: CooperReward, folder: str | os.PathLike) -> None:
+    import torch
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    if cooper.rm is None or not (folder / RM_FOLDER).is_dir():
+        return
+    weights = sorted((folder / RM_FOLDER).glob("*.safetensors"))
+    state: dict = {}
+    for w in weights:
+        state.update(load_file(w))
+    missing, unexpected = cooper.rm.model.load_state_dict(state, strict=False)
+    if unexpected or [k for k in missing if "lm_head" not in k]:
+        raise UserError(f"{folder / RM_FOLDER}: reward-model weights do not match the model "
+                        f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
+    if cooper.updater is not None and (folder / RM_OPTIMIZER).is_file():
+        cooper.updater.load_state_dict(torch.load(folder / RM_OPTIMIZER, weights_only=True))
+
+
+def rotate(run_dir: str, keep: int) -> None:
+    if keep <= 0:
+        return
+    done = sorted(complete_checkpoints(run_dir), key=lambda p: int(p.name.split("-")[-1]))
+    for old in done[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def discard_staged_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
+    """Remove checkpoints left half-written in the staging folder by a run that was stopped
+    while saving (they never reached the run folder, so nothing resumes from them); returns
+    what was removed, each one reported."""
+    staging = Path(run_dir) / STAGING
+    if not staging.is_dir():
+        return []
+    removed = sorted(staging.iterdir())
+    for p in removed:
+        log.warning("discarding incomplete checkpoint %s (the run was stopped while writing "
+                    "it)", p)
+    shutil.rmtree(staging)
+    return removed
+
+
+def complete_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
+    """Checkpoints whose completion marker exists, oldest first."""
+    run = Path(run_dir)
+    if not run.is_dir():
+        return []
+    found = [p for p in run.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()]
+    good = [p for p in found if (p / COMPLETE_MARKER).is_file()]
+    for bad in set(found) - set(good):
+        log.warning("skipping incomplete checkpoint %s (no %s; the run was stopped while "
+                    "writing it)", bad, COMPLETE_MARKER)
+    return sorted(good, key=lambda p: int(p.name.split("-")[-1]))
+
+
+def step_of(checkpoint: Path) -> int:
+    """The optimiser step a ``checkpoint-N`` folder was saved at."""
+    return int(checkpoint.name.split("-")[-1])
