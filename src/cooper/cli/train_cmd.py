@@ -47,7 +47,11 @@ def _train(args: argparse.Namespace) -> int:
     overrides = [*args.overrides, "data.skip_bad=true"] if args.skip_bad else args.overrides
     cfg = load_config(args.config, overrides)
     if args.print_config:
-        print(yaml.safe_dump(cfg.to_dict(), sort_keys=False), end="")
+        from cooper.rl.trainer import pinned_grpo_settings
+
+        cfg.validate()
+        print(yaml.safe_dump({**cfg.to_dict(), "grpo": pinned_grpo_settings(cfg)},
+                             sort_keys=False), end="")
         return 0
     from cooper.rl.runner import run
 

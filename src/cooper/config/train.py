@@ -41,6 +41,19 @@ class PolicyConfig:
     """PPO clip range (paper: 0.2)"""
     loss_type: str = "dapo"
     """TRL loss aggregation; 'dapo' is the token-mean over the batch that the paper uses"""
+    scale_rewards: str = "group"
+    """advantage scaling: 'group' divides by the group's reward std, as GRPO and the paper do;
+    'batch' by the batch's std; 'none' leaves the centred rewards unscaled (Dr. GRPO)"""
+    reward_aggregation: str = "sum_then_normalize"
+    """how reward columns combine: 'sum_then_normalize' weights them (the verifier column's weight
+    is 0 when the reward model pays) and normalises the sum, so the advantage comes from the paid
+    column only; 'normalize_then_sum' would normalise each column first"""
+    num_iterations: int = 1
+    """policy updates per generation batch (paper: 1, so the PPO ratio starts at 1)"""
+    importance_sampling_level: str = "token"
+    """PPO ratio per 'token' (GRPO, the paper) or per 'sequence' (GSPO)"""
+    mask_truncated_completions: bool = False
+    """leave completions cut at max_completion_length out of the loss (paper: no)"""
     max_grad_norm: float = 1.0
     """policy gradient clipping"""
     dtype: str = "float32"
@@ -248,6 +261,11 @@ class TrainConfig:
         choice("assistant.backend", self.assistant.backend, ("local", "endpoint", "rewrite"))
         choice("rm_update.positive_choice", self.rm_update.positive_choice, ("first", "random"))
         choice("rollout.vllm_mode", self.rollout.vllm_mode, ("colocate", "server"))
+        choice("policy.scale_rewards", self.policy.scale_rewards, ("group", "batch", "none"))
+        choice("policy.reward_aggregation", self.policy.reward_aggregation,
+               ("sum_then_normalize", "normalize_then_sum"))
+        choice("policy.importance_sampling_level", self.policy.importance_sampling_level,
+               ("token", "sequence"))
         if self.plan().pays is Payer.REWARD_MODEL and not self.reward.model:
             raise ConfigError(
                 f"reward.mode={self.reward.mode} needs a reward model: set reward.model=DIR to a "
@@ -258,7 +276,7 @@ class TrainConfig:
         if self.assistant.backend == "endpoint" and not (self.assistant.base_url and self.assistant.model):
             raise ConfigError("assistant.backend=endpoint needs assistant.base_url=URL and "
                               "assistant.model=NAME")
-        for key in ("max_steps", "rollout.prompts_per_step", "rollout.samples_per_prompt",
+        for key in ("max_steps", "policy.num_iterations", "rollout.prompts_per_step", "rollout.samples_per_prompt",
                     "rollout.micro_batch_size", "rm_update.max_attempts",
                     "rm_update.positives_per_prompt", "rm_update.micro_batch_size",
                     "assistant.batch_size", "validation.samples", "validation.limit"):

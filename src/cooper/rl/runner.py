@@ -32,7 +32,7 @@ from cooper.rl.checkpoints import (
     load_reward_model_state,
     step_of,
 )
-from cooper.rl.trainer import CooperTrainer
+from cooper.rl.trainer import CooperTrainer, pinned_grpo_settings
 from cooper.rm.model import RewardModel
 from cooper.rm.training import PairwiseUpdater
 
@@ -119,7 +119,9 @@ def run(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
     if state.is_main_process:
         out.mkdir(parents=True, exist_ok=True)
         discard_staged_checkpoints(out)
-        (out / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+        (out / "config.yaml").write_text(yaml.safe_dump(
+            {**cfg.to_dict(), "grpo": pinned_grpo_settings(cfg, state.num_processes)},
+            sort_keys=False))
         _trim_metrics(out / "metrics.jsonl", step_of(last) if last else -1)
     state.wait_for_everyone()
 

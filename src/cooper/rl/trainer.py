@@ -53,29 +53,51 @@ from cooper.verify.verifier import completion_text, verify_batch
 log = logging.getLogger(__name__)
 
 
-def grpo_args(cfg: TrainConfig, num_processes: int, reward_weights: list[float]) -> GRPOConfig:
-    """TRL's settings for a run, all derived from ``cfg``."""
+# GRPOConfig fields that change the advantage or the policy loss. Each is set from our settings
+# (never left to TRL's default, which may change between releases), shown by
+# `cooper train --print-config` and recorded in the run's config.yaml.
+GRPO_PINNED = ("num_generations", "scale_rewards", "multi_objective_aggregation", "reward_weights",
+               "loss_type", "beta", "epsilon", "epsilon_high", "num_iterations",
+               "steps_per_generation", "importance_sampling_level", "mask_truncated_completions",
+               "temperature", "top_p", "max_completion_length", "learning_rate",
+               "lr_scheduler_type", "warmup_steps", "max_grad_norm")
+
+
+def grpo_kwargs(cfg: TrainConfig, num_processes: int = 1) -> dict[str, Any]:
+    """Every ``GRPOConfig`` argument of a run, derived from ``cfg``."""
     r, p = cfg.rollout, cfg.policy
-    derived = cfg.derived(num_processes)
-    return GRPOConfig(
+    plan = cfg.plan()
+    accumulation = cfg.derived(num_processes)["gradient_accumulation_steps"]
+    return dict(
         output_dir=cfg.output_dir, seed=cfg.seed, max_steps=cfg.max_steps,
         learning_rate=p.lr, warmup_steps=p.warmup_steps, lr_scheduler_type="constant_with_warmup",
-        beta=p.kl_coef, epsilon=p.clip_eps, loss_type=p.loss_type, max_grad_norm=p.max_grad_norm,
+        beta=p.kl_coef, epsilon=p.clip_eps, epsilon_high=p.clip_eps, loss_type=p.loss_type,
+        max_grad_norm=p.max_grad_norm, scale_rewards=p.scale_rewards,
+        multi_objective_aggregation=p.reward_aggregation, num_iterations=p.num_iterations,
+        importance_sampling_level=p.importance_sampling_level,
+        mask_truncated_completions=p.mask_truncated_completions,
+        reward_weights=reward_weights(plan.pays, plan.scores_with_rm),
         bf16=p.dtype == "bfloat16", gradient_checkpointing=p.gradient_checkpointing,
         model_init_kwargs={"dtype": p.dtype},
         per_device_train_batch_size=r.micro_batch_size,
-        gradient_accumulation_steps=derived["gradient_accumulation_steps"],
+        gradient_accumulation_steps=accumulation,
+        steps_per_generation=accumulation,  # one generation batch per optimiser step
         num_generations=r.samples_per_prompt, max_completion_length=r.max_completion_length,
         temperature=r.temperature, top_p=r.top_p,
         use_vllm=r.use_vllm, vllm_mode=r.vllm_mode, vllm_server_base_url=r.vllm_server_base_url,
         vllm_gpu_memory_utilization=r.vllm_gpu_memory_utilization,
-        reward_weights=reward_weights,
         logging_steps=1, report_to=[x for x in cfg.report_to.split(",") if x and x != "none"] or "none",
         save_strategy="steps" if cfg.save_steps else "no", save_steps=cfg.save_steps or 500,
         save_total_limit=cfg.save_total_limit, eval_strategy="no", log_completions=False,
         disable_dropout=True, remove_unused_columns=False, dataloader_num_workers=0,
         use_cpu=not torch.cuda.is_available(),
     )
+
+
+def pinned_grpo_settings(cfg: TrainConfig, num_processes: int = 1) -> dict[str, Any]:
+    """The :data:`GRPO_PINNED` values of a run (printed and recorded with its settings)."""
+    kw = grpo_kwargs(cfg, num_processes)
+    return {k: kw[k] for k in GRPO_PINNED}
 
 
 def reward_weights(pays: Payer, scores_with_rm: bool) -> list[float]:
@@ -184,8 +206,7 @@ class CooperTrainer(GRPOTrainer):
         funcs = [self.rule, self.reward_model] if plan.scores_with_rm else [self.rule]
         super().__init__(model=model, reward_funcs=funcs, train_dataset=train_dataset,
                          processing_class=tokenizer,
-                         args=grpo_args(cfg, num_processes, reward_weights(plan.pays,
-                                                                           plan.scores_with_rm)))
+                         args=GRPOConfig(**grpo_kwargs(cfg, num_processes)))
         verify = partial(verify_batch, mode=cfg.reward.verifier_mode,
                          timeout_s=cfg.reward.verifier_timeout_s)
         negatives = None

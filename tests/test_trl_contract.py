@@ -1,0 +1,107 @@
+"""The TRL internals CooperTrainer relies on: present with the signatures we call, and used.
+
+CooperTrainer overrides private methods of TRL's GRPOTrainer and reads private attributes. If a
+TRL release renames one, an override would silently stop running (timing reads 0, checkpoints
+are no longer staged) while a smoke test that checks only finite values still passes. These
+tests name what broke: the first checks names and signatures (and fails on a planted
+mismatch), the second runs a tiny training and checks that each override took effect.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from pathlib import Path
+
+import pytest
+from trl import GRPOTrainer
+
+from conftest import run_cli
+
+# method -> (parameters we call it with, what CooperTrainer uses it for)
+METHODS = {
+    "_generate": (["self", "prompts"], "perf/generation: the time of rollout generation"),
+    "_calculate_rewards": (["self", "inputs", "prompts", "completions", "completion_ids_list"],
+                           "Stage 1 runs once per call (the batch counter)"),
+    "_generate_and_score_completions": (["self", "inputs"],
+                                        "perf/generation and perf/logprobs are recorded"),
+    "_save_checkpoint": (["self", "model", "trial"], "checkpoints staged, then renamed"),
+    "_get_output_dir": (["self", "trial"], "TRL writes a checkpoint into the staging folder"),
+    "training_step": (["self", "model", "inputs", "num_items_in_batch"],
+                      "perf/policy_update and the step's stage timer"),
+}
+# attributes read from TRL's own code: (class whose source sets it, what we use it for)
+ATTRIBUTES = {
+    "_metrics": "CooperTrainer.record adds this step's metrics",
+    "_step": "the first micro-step of an optimiser step starts the step timer",
+    "ref_model": "the local assistant writes negatives with the reference policy",
+}
+
+
+def contract_problems(cls: type) -> list[str]:
+    """What in ``cls`` no longer matches what CooperTrainer calls, each with its consequence."""
+    problems = []
+    for name, (params, use) in METHODS.items():
+        method = getattr(cls, name, None)
+        if not callable(method):
+            problems.append(f"{cls.__name__}.{name} is gone: {use} breaks")
+            continue
+        got = list(inspect.signature(method).parameters)
+        if got != params:
+            problems.append(f"{cls.__name__}.{name}{tuple(got)} != {tuple(params)}: {use} breaks")
+    source = "".join(inspect.getsource(c) for c in cls.__mro__
+                     if c.__module__.startswith(("trl.", "transformers.")))
+    for name, use in ATTRIBUTES.items():
+        if f"self.{name} =" not in source and f"self.{name}:" not in source:
+            problems.append(f"{cls.__name__} no longer sets self.{name}: {use} breaks")
+    return problems
+
+
+def test_grpo_trainer_has_what_cooper_overrides_and_reads():
+    assert contract_problems(GRPOTrainer) == []
+
+
+def test_the_contract_check_fails_on_a_renamed_or_changed_method():
+    class Renamed(GRPOTrainer):
+        _generate = None  # as if TRL had renamed it
+
+        def _save_checkpoint(self, model, trial, metrics=None):  # a new parameter
+            pass
+
+    problems = contract_problems(Renamed)
+    assert any("_generate is gone" in p and "perf/generation" in p for p in problems)
+    assert any("_save_checkpoint" in p and "staged" in p for p in problems)
+
+
+def test_each_override_ran_in_a_tiny_run(tiny_models, tmp_path):
+    """Two steps with a checkpoint each: generation timed, Stage 1 once per batch, checkpoints
+    staged and renamed into place (complete, nothing left in staging)."""
+    out = tmp_path / "run"
+    run_cli("train", "--config", "demo_cpu", "reward.mode=rule", f"policy.model={tiny_models.policy}",
+            "data.dataset=arith_small", "data.limit=8", "rollout.prompts_per_step=2",
+            "rollout.samples_per_prompt=2", "rollout.micro_batch_size=2",
+            "rollout.max_completion_length=8", "validation.enabled=false", "max_steps=2",
+            "save_steps=1", "save_total_limit=5", f"output_dir={out}")
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in rows if "loss" in r]
+    assert len(steps) == 2
+    for r in steps:
+        assert r["perf/generation"] > 0, "_generate override did not run"
+        assert r["perf/policy_update"] > 0, "training_step / optimizer-step timer did not run"
+        assert "perf/verify" in r and "reward/rule_mean" in r, (
+            "Stage 1 did not run from the reward functions, or TRL's log_metric is gone")
+    for n in (1, 2):
+        marker = out / f"checkpoint-{n}" / "cooper-checkpoint.json"
+        assert marker.is_file(), "_save_checkpoint override did not stage the checkpoint"
+        assert json.loads(marker.read_text())["step"] == n
+    assert not (out / ".staging").exists()
+    assert not list(Path(out).glob("checkpoint-*/checkpoint-*")), "_get_output_dir not used"
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_cooper_trainer_overrides_exist(name):
+    """Each method listed is one CooperTrainer really relies on (overrides or calls)."""
+    from cooper.rl import trainer
+
+    source = inspect.getsource(trainer)
+    assert f"def {name}(" in source or f".{name}(" in source or f"self.{name}" in source
