@@ -130,7 +130,8 @@ def _load_rows(args: argparse.Namespace, file: str, require_label: bool):
 
 
 def _load_rm(args: argparse.Namespace):
-    from cooper.rm.model import SPEC_FILE, RewardModel
+    from cooper.rm.model import RewardModel
+    from cooper.rm.template import SPEC_FILE
 
     _check_positive("--batch-size", args.batch_size)
     if not (Path(args.model) / SPEC_FILE).is_file():
