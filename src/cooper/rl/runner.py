@@ -100,7 +100,7 @@ def build_cooper_reward(cfg: TrainConfig, collective, device=None):
     rm = updater = None
     if cfg.reward.model:
         from cooper.rm.model import RewardModel
-        from cooper.rm.training import PairwiseUpdater
+        from cooper.rm.update import PairwiseUpdater
 
         rm = RewardModel.load(cfg.reward.model, max_length=cfg.reward.max_length,
                               dtype=cfg.policy.dtype)

@@ -9,8 +9,8 @@ padded on the right, as TRL's reward trainer does, and the transformers classifi
 rightmost token that is not padding. Right padding also keeps position ids natural and leaves
 no fully masked attention rows.
 
-How the model learns, by BCE on labelled triples or by Cooper's pairwise update, is in
-:mod:`cooper.rm.training`.
+How the model learns is in :mod:`cooper.rm.training` (BCE on labelled triples) and
+:mod:`cooper.rm.update` (Cooper's pairwise update); the losses are in :mod:`cooper.rm.losses`.
 """
 
 from __future__ import annotations
