@@ -1,12 +1,13 @@
 """Offline reward-model training: BCE on labelled triples (``method.md``, Part 1).
 
-Binary cross-entropy on the logit (:func:`cooper.rm.losses.bce_loss`), AdamW. Defaults are the
-released settings (lr 2e-5, weight decay 0.01, 3 epochs); the warm-up then cosine schedule and
-clipping at 1.0 are ours (the paper does not state them). Batches are built from length-sorted
-chunks of a shuffled order, so a batch holds sequences of similar length and little padding (the
-"group by length" sampler of transformers' Trainer). The held-out split is taken by question, so
-the correct and wrong completions of one problem never sit on both sides. When only the top
-layers are trained, the frozen ones run once (:mod:`cooper.rm.trunk`).
+Binary cross-entropy on the logit (:func:`cooper.rm.losses.bce_loss`), AdamW, with the settings
+of :class:`cooper.config.rm.RMTrainConfig`. Defaults are the released settings (lr 2e-5, weight
+decay 0.01, 3 epochs); the warm-up then cosine schedule and clipping at 1.0 are ours (the paper
+does not state them). Batches are built from length-sorted chunks of a shuffled order, so a batch
+holds sequences of similar length and little padding (the "group by length" sampler of
+transformers' Trainer). The held-out split is taken by question, so the correct and wrong
+completions of one problem never sit on both sides. When only the top layers are trained, the
+frozen ones run once (:mod:`cooper.rm.trunk`).
 
 Cooper's online pairwise update is in :mod:`cooper.rm.update`.
 """
@@ -30,6 +31,7 @@ from cooper.rm.trunk import FrozenTrunk, unsupported
 if TYPE_CHECKING:
     import torch
 
+    from cooper.config.rm import RMTrainConfig
     from cooper.types import LabelledTriple
 
 log = logging.getLogger(__name__)
@@ -42,42 +44,6 @@ def param_groups(params: Sequence[torch.nn.Parameter], weight_decay: float) -> l
     """
     return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
             {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """Settings of ``cooper rm train``."""
-
-    lr: float = 2e-5  # released setting
-    weight_decay: float = 0.01  # released setting
-    epochs: int = 3  # released setting
-    batch_size: int = 8  # sequences per forward pass
-    grad_accum: int = 1  # forward passes per optimizer step
-    warmup_ratio: float = 0.05  # fraction of optimizer steps with a linear warm-up (ours)
-    max_grad_norm: float = 1.0  # (ours)
-    holdout: float = 0.1  # fraction of questions held out for per-epoch metrics
-    seed: int = 0
-    train_layers: int | None = None  # train only the top N decoder layers (None: all)
-
-    def __post_init__(self) -> None:
-        problems = []
-        if not self.lr > 0:
-            problems.append(f"lr must be positive (got {self.lr})")
-        if self.weight_decay < 0:
-            problems.append(f"weight_decay must be >= 0 (got {self.weight_decay})")
-        if self.epochs < 1:
-            problems.append(f"epochs must be at least 1 (got {self.epochs})")
-        if self.batch_size < 1 or self.grad_accum < 1:
-            problems.append(f"batch_size and grad_accum must be at least 1 (got "
-                            f"{self.batch_size}, {self.grad_accum})")
-        if not 0 <= self.warmup_ratio < 1:
-            problems.append(f"warmup_ratio must be in [0, 1) (got {self.warmup_ratio})")
-        if not self.max_grad_norm > 0:
-            problems.append(f"max_grad_norm must be positive (got {self.max_grad_norm})")
-        if not 0 <= self.holdout < 1:
-            problems.append(f"holdout must be in [0, 1) (got {self.holdout}); 0 disables it")
-        if problems:
-            raise UserError("; ".join(problems))
 
 
 @dataclass(frozen=True)
@@ -157,7 +123,7 @@ def _cached_metrics(trunk: FrozenTrunk, states: Sequence[torch.Tensor],
     return binary_metrics(scores, [bool(r.label) for r in rows])
 
 
-def _frozen_trunk(rm: RewardModel, config: TrainConfig, encoded: list[list[int]],
+def _frozen_trunk(rm: RewardModel, config: RMTrainConfig, encoded: list[list[int]],
                   progress: bool) -> tuple[FrozenTrunk | None, list[torch.Tensor]]:
     """Cache the frozen layers' output when that is possible and checked to be exact."""
     reason = unsupported(rm, config.train_layers, sum(map(len, encoded)))
@@ -178,7 +144,7 @@ def _frozen_trunk(rm: RewardModel, config: TrainConfig, encoded: list[list[int]]
     return trunk, states
 
 
-def train_bce(rm: RewardModel, rows: Sequence[LabelledTriple], config: TrainConfig, *,
+def train_bce(rm: RewardModel, rows: Sequence[LabelledTriple], config: RMTrainConfig, *,
               progress: bool = True,
               on_epoch: Callable[[EpochReport], None] | None = None) -> TrainReport:
     """Train ``rm`` in place with BCE on labelled rows; held-out metrics after each epoch."""
