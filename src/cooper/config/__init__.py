@@ -20,5 +20,5 @@ from cooper.config.engine import (
 from cooper.config.rm import RMTrainConfig
 from cooper.config.train import TrainConfig, load_config
 
-__all__ = ["ConfigError", "RMTrainConfig", "TrainConfig", "apply_settings", "get_key", "list_presets",
-           "load_config", "parse_overrides", "preset_dir", "read_settings_file"]
+__all__ = ["ConfigError", "RMTrainConfig", "TrainConfig", "apply_settings", "get_key",
+           "list_presets", "load_config", "parse_overrides", "preset_dir", "read_settings_file"]
