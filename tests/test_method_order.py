@@ -16,7 +16,7 @@ import pytest
 import torch
 from transformers import TrainerCallback
 
-from cooper.rm.training import PairwiseStats
+from cooper.rm.update import PairwiseStats
 
 
 class CountingRM:

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from cooper.errors import UserError
-from cooper.rm.model import SPEC_FILE, TEMPLATE_VERSION, RewardModel
+from cooper.rm.model import RewardModel
+from cooper.rm.template import SPEC_FILE, TEMPLATE_VERSION
 from cooper.types import Triple
 
 TRIPLES = [Triple(f"What is {i}+{i}?", str(2 * i), "We add. " * (i % 5) + f"It is {2 * i}.")

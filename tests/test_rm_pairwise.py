@@ -9,8 +9,9 @@ import socket
 import pytest
 import torch
 
+from cooper.rm.losses import pairwise_loss
 from cooper.rm.model import RewardModel
-from cooper.rm.training import PairwiseUpdater, pairwise_loss
+from cooper.rm.update import PairwiseUpdater
 from cooper.types import Triple
 
 POS = [Triple("What is 2+3?", "5", f"2+3=5. The answer is 5.{' ' * i}") for i in range(3)]

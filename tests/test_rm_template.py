@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cooper.errors import UserError
-from cooper.rm.model import (
+from cooper.rm.model import RewardModel
+from cooper.rm.template import (
     CUT_MARKER,
     InputSpec,
-    RewardModel,
     escape_field,
     head_tail,
     parse_rendered,

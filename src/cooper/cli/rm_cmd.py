@@ -8,8 +8,10 @@ import sys
 import time
 from pathlib import Path
 
+from cooper.config.rm import RMTrainConfig
 from cooper.data.problems import DEFAULT_MAX_ROW_BYTES
 from cooper.infra.models import DEFAULT_MODEL
+from cooper.rm.template import InputSpec
 
 
 def _add_input_args(p: argparse.ArgumentParser) -> None:
@@ -53,26 +55,30 @@ def register(sub: argparse._SubParsersAction) -> None:
                          "(embedded default), a local folder or a Hub id (default: %(default)s)")
     tr.add_argument("--out", required=True, help="folder to write the trained reward model to")
     tr.add_argument("--overwrite", action="store_true", help="replace a non-empty --out folder")
-    tr.add_argument("--lr", type=float, default=2e-5, help="learning rate (default: %(default)s)")
-    tr.add_argument("--weight-decay", type=float, default=0.01, help="(default: %(default)s)")
-    tr.add_argument("--epochs", type=int, default=3, help="(default: %(default)s)")
-    tr.add_argument("--batch-size", type=int, default=8,
+    # defaults come from the settings dataclasses, so they are defined once
+    defaults, spec = RMTrainConfig(), InputSpec()
+    tr.add_argument("--lr", type=float, default=defaults.lr,
+                    help="learning rate (default: %(default)s)")
+    tr.add_argument("--weight-decay", type=float, default=defaults.weight_decay,
+                    help="(default: %(default)s)")
+    tr.add_argument("--epochs", type=int, default=defaults.epochs, help="(default: %(default)s)")
+    tr.add_argument("--batch-size", type=int, default=defaults.batch_size,
                     help="sequences per forward pass (default: %(default)s)")
-    tr.add_argument("--grad-accum", type=int, default=1,
+    tr.add_argument("--grad-accum", type=int, default=defaults.grad_accum,
                     help="forward passes per optimizer step (default: %(default)s)")
-    tr.add_argument("--warmup-ratio", type=float, default=0.05,
+    tr.add_argument("--warmup-ratio", type=float, default=defaults.warmup_ratio,
                     help="fraction of steps with linear warm-up, then cosine decay "
                          "(default: %(default)s)")
-    tr.add_argument("--max-length", type=int, default=1024,
+    tr.add_argument("--max-length", type=int, default=spec.max_length,
                     help="token budget per triple; longer ones are cut in field middles, the "
                          "completion's end is kept (default: %(default)s)")
-    tr.add_argument("--holdout", type=float, default=0.1,
+    tr.add_argument("--holdout", type=float, default=defaults.holdout,
                     help="fraction of questions held out for metrics after each epoch; 0 to "
                          "train on everything (default: %(default)s)")
-    tr.add_argument("--train-layers", type=int, default=None,
+    tr.add_argument("--train-layers", type=int, default=defaults.train_layers,
                     help="train only the top N decoder layers plus the score head (much faster "
                          "on a CPU; default: all layers)")
-    tr.add_argument("--seed", type=int, default=0, help="(default: %(default)s)")
+    tr.add_argument("--seed", type=int, default=defaults.seed, help="(default: %(default)s)")
     tr.add_argument("--dtype", default=None,
                     help="weights dtype, e.g. float32 or bfloat16 (default: the checkpoint's)")
     tr.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -130,7 +136,8 @@ def _load_rows(args: argparse.Namespace, file: str, require_label: bool):
 
 
 def _load_rm(args: argparse.Namespace):
-    from cooper.rm.model import SPEC_FILE, RewardModel
+    from cooper.rm.model import RewardModel
+    from cooper.rm.template import SPEC_FILE
 
     _check_positive("--batch-size", args.batch_size)
     if not (Path(args.model) / SPEC_FILE).is_file():
@@ -145,15 +152,15 @@ def _train(args: argparse.Namespace) -> int:
 
     from cooper.errors import UserError
     from cooper.rm.model import RewardModel
-    from cooper.rm.training import TrainConfig, train_bce
+    from cooper.rm.training import train_bce
 
     out = Path(args.out)
     if out.exists() and any(out.iterdir()) and not args.overwrite:
         raise UserError(f"{out} exists and is not empty; pick another --out or pass --overwrite")
-    config = TrainConfig(lr=args.lr, weight_decay=args.weight_decay, epochs=args.epochs,
-                         batch_size=args.batch_size, grad_accum=args.grad_accum,
-                         warmup_ratio=args.warmup_ratio, holdout=args.holdout, seed=args.seed,
-                         train_layers=args.train_layers)
+    config = RMTrainConfig(lr=args.lr, weight_decay=args.weight_decay, epochs=args.epochs,
+                           batch_size=args.batch_size, grad_accum=args.grad_accum,
+                           warmup_ratio=args.warmup_ratio, holdout=args.holdout,
+                           seed=args.seed, train_layers=args.train_layers)
     rows = _load_rows(args, args.data, require_label=True)
     rm = RewardModel.load(args.base, trust_remote_code=args.trust_remote_code,
                           max_length=args.max_length, dtype=args.dtype)

@@ -4,7 +4,8 @@ Takes presets (YAML files that list only what differs from the defaults) and ``k
 overrides; hands on typed dataclasses with one docstring per field. :mod:`.engine` reads and
 applies settings to any settings dataclass (unknown keys and bad values stop with the fix);
 :mod:`.train` is ``cooper train``'s family (policy, data, rollout, reward, rm_update, assistant,
-validation). The presets shipped with cooper-rl live in ``config/presets``.
+validation); :mod:`.rm` is ``cooper rm train``'s (offline BCE training of the reward model). The
+presets shipped with cooper-rl live in ``config/presets``.
 """
 
 from cooper.config.engine import (
@@ -16,7 +17,8 @@ from cooper.config.engine import (
     preset_dir,
     read_settings_file,
 )
+from cooper.config.rm import RMTrainConfig
 from cooper.config.train import TrainConfig, load_config
 
-__all__ = ["ConfigError", "TrainConfig", "apply_settings", "get_key", "list_presets",
-           "load_config", "parse_overrides", "preset_dir", "read_settings_file"]
+__all__ = ["ConfigError", "RMTrainConfig", "TrainConfig", "apply_settings", "get_key",
+           "list_presets", "load_config", "parse_overrides", "preset_dir", "read_settings_file"]

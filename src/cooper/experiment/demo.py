@@ -166,10 +166,11 @@ def _write_perturbed(path: Path, dataset: str, n: int, seed: int) -> int:
 
 
 def _train_rm(data_file: Path, rm_dir: Path, s: DemoSettings) -> float:
+    from cooper.config.rm import RMTrainConfig as TrainConfig
     from cooper.data.triples import load_triples
     from cooper.infra.models import DEFAULT_MODEL
     from cooper.rm.model import RewardModel
-    from cooper.rm.training import TrainConfig, train_bce
+    from cooper.rm.training import train_bce
 
     rows = list(load_triples(data_file))
     rm = RewardModel.load(DEFAULT_MODEL, max_length=s.rm_max_length, dtype="float32")

@@ -294,9 +294,9 @@ def _triples_file(path: Path, dataset: str, split: str, n: int, seed: int,
 
 
 def _train_initial_rm(exp: ExperimentConfig, base: str, data: Path, out: Path) -> dict:
+    from cooper.config.rm import RMTrainConfig as BCEConfig
     from cooper.data.triples import load_triples
     from cooper.rm.model import RewardModel
-    from cooper.rm.training import TrainConfig as BCEConfig
     from cooper.rm.training import evaluate, train_bce
 
     r = exp.rm_init

@@ -34,7 +34,7 @@ from cooper.rl.checkpoints import (
 )
 from cooper.rl.trainer import CooperTrainer, pinned_grpo_settings
 from cooper.rm.model import RewardModel
-from cooper.rm.training import PairwiseUpdater
+from cooper.rm.update import PairwiseUpdater
 
 log = logging.getLogger(__name__)
 
@@ -72,12 +72,6 @@ def build_dataset(cfg: TrainConfig, tokenizer) -> Any:
         raise UserError(f"no training problem fits rollout.max_prompt_length="
                         f"{cfg.rollout.max_prompt_length}; raise it")
     return Dataset.from_list(rows)
-
-
-
-
-
-
 
 
 def load_reward_model(cfg: TrainConfig, device=None) -> tuple[RewardModel | None,

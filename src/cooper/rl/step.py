@@ -39,7 +39,7 @@ from cooper.types import Rollout, Triple
 
 if TYPE_CHECKING:
     from cooper.rm.model import RewardModel
-    from cooper.rm.training import PairwiseUpdater
+    from cooper.rm.update import PairwiseUpdater
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +208,7 @@ class CooperReward:
         """(sum of pairwise losses, pairs ranked right) without changing the reward model."""
         import torch
 
-        from cooper.rm.training import pairwise_loss
+        from cooper.rm.losses import pairwise_loss
 
         if not pos:
             return [0.0, 0.0]

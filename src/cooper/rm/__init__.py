@@ -1,1 +1,37 @@
-"""rm."""
+"""The reward-model stage: VerifyRM, trained offline on labelled triples and online by Cooper.
+
+Takes labelled (question, reference answer, completion) triples from the data stage, and, during
+RL, (positive, negative) pairs of completions from :mod:`cooper.rl`. :mod:`.template` renders a
+triple into VerifyRM's escaped, truncated input and fits it to a token budget;
+:mod:`.model` is the one-logit classifier over it (:class:`RewardModel`, reward
+``sigmoid(logit)``); :mod:`.losses` holds the two objectives as pure tensor functions (BCE and
+the Bradley-Terry pairwise loss); :mod:`.training` trains offline with BCE
+(``cooper rm train``, settings in :class:`cooper.config.rm.RMTrainConfig`); :mod:`.update` is
+Cooper's online pairwise update, one step per RL step (:class:`PairwiseUpdater`); :mod:`.trunk`
+caches the frozen lower layers so training only the top ones is fast; :mod:`.metrics` judges the
+model as a binary classifier (accuracy, F1, AUROC, ECE). Hands on a :class:`RewardModel` that
+scores triples, saved with its input spec so scoring reproduces training. Every module imports
+torch only inside its functions, so importing this package stays cheap.
+"""
+
+from cooper.rm.losses import bce_loss, pairwise_loss
+from cooper.rm.metrics import BinaryMetrics, Confusion, binary_metrics, metrics_by_group
+from cooper.rm.model import RewardModel
+from cooper.rm.template import (
+    SPEC_FILE,
+    TEMPLATE_VERSION,
+    InputSpec,
+    escape_field,
+    parse_rendered,
+    render,
+    unescape_field,
+)
+from cooper.rm.training import EpochReport, TrainReport, evaluate, train_bce
+from cooper.rm.trunk import FrozenTrunk
+from cooper.rm.update import PairwiseStats, PairwiseUpdater
+
+__all__ = ["SPEC_FILE", "TEMPLATE_VERSION", "BinaryMetrics", "Confusion", "EpochReport",
+           "FrozenTrunk", "InputSpec", "PairwiseStats", "PairwiseUpdater", "RewardModel",
+           "TrainReport", "bce_loss", "binary_metrics", "escape_field", "evaluate",
+           "metrics_by_group", "pairwise_loss", "parse_rendered", "render", "train_bce",
+           "unescape_field"]
