@@ -32,7 +32,7 @@ def tiny_args(arith: Path, out: Path, mode: str, *extra: str) -> list[str]:
     return ["train", "--config", "demo_cpu", f"reward.mode={mode}",
             f"policy.model={arith / 'policy'}", f"reward.model={arith / 'reward'}",
             "data.dataset=arith_small", "data.split=train", "data.limit=64",
-            "rollout.prompts_per_step=4", "rollout.samples_per_prompt=4",  # 4 prompts: each step has a verified-correct sample (pairs)
+            "rollout.prompts_per_step=2", "rollout.samples_per_prompt=4",
             "rollout.micro_batch_size=4", "rollout.max_completion_length=48",
             "assistant.max_new_tokens=48", "rm_update.max_attempts=1",
             "validation.dataset=arith_small", "validation.limit=8",
@@ -56,7 +56,8 @@ def assert_changed(before: dict, after: dict, what: str) -> None:
 @pytest.mark.parametrize("mode", ["rule", "rm", "cooper"])
 def test_each_mode_learns_and_logs_every_metric(arith, tmp_path, mode):
     out = tmp_path / mode
-    run_cli(*tiny_args(arith, out, mode))
+    # 4 prompts a step, so that every step has a verified-correct sample and makes pairs
+    run_cli(*tiny_args(arith, out, mode, "rollout.prompts_per_step=4"))
     rows = metrics(out)
     steps = [r for r in rows if r["step"] >= 1 and "loss" in r]
     assert [r["step"] for r in steps] == [1, 2]

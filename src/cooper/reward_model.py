@@ -1,8 +1,8 @@
-"""Deprecated alias: the reward model moved to :mod:`cooper.rm.model`. It goes in the next release."""
+"""Deprecated alias: the reward model moved to :mod:`cooper.rm`. It goes in the next release."""
 
 import warnings
 
-from cooper.rm.model import *  # noqa: F403
+from cooper.rm import *  # noqa: F403
 
-warnings.warn("cooper.reward_model moved to cooper.rm.model; import from there (this alias goes in the next "
+warnings.warn("cooper.reward_model moved to cooper.rm; import from there (this alias goes in the next "
               "release)", DeprecationWarning, stacklevel=2)
