@@ -35,6 +35,7 @@ from cooper.config.train import Payer, Stage2, TrainConfig
 from cooper.infra.collective import Collective, SingleProcess
 from cooper.rl.negatives import NegativeOutcome, NegativeWriter, build_pairs
 from cooper.rl.pairs import RolloutStats, rollout_stats, select_positives, shard
+from cooper.rm.losses import pairwise_loss
 from cooper.types import Rollout, Triple
 
 if TYPE_CHECKING:
@@ -207,8 +208,6 @@ class CooperReward:
     def _measure_pairs(self, pos, neg) -> list[float]:
         """(sum of pairwise losses, pairs ranked right) without changing the reward model."""
         import torch
-
-        from cooper.rm.losses import pairwise_loss
 
         if not pos:
             return [0.0, 0.0]

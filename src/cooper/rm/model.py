@@ -24,7 +24,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cooper.errors import UserError
-from cooper.infra.models import DEFAULT_MODEL
+from cooper.infra.models import (
+    DEFAULT_MODEL,
+    load_sequence_classifier,
+    load_tokenizer,
+    resolve,
+)
 from cooper.rm.template import (
     CUT_MARKER,
     SPEC_FILE,
@@ -88,8 +93,6 @@ class RewardModel:
         ``max_length`` overrides the saved spec's token budget (a model trained with another
         budget then sees inputs cut differently; a warning says so).
         """
-        from cooper.infra.models import load_sequence_classifier, load_tokenizer, resolve
-
         path = resolve(name_or_path)
         spec = InputSpec()
         spec_path = path / SPEC_FILE
