@@ -150,9 +150,43 @@ class RewardModel:
             mask[i, :len(row)] = 1
         return {"input_ids": input_ids.to(self.device), "attention_mask": mask.to(self.device)}
 
+    def autocast(self):
+        """Run the forward in the model's low precision when it has any low-precision weights.
+
+        After :meth:`keep_trainable_in_float32` the frozen layers stay in bfloat16 and the
+        trained ones are float32: autocast computes both in bfloat16 (mixed precision), so the
+        float32 copies only serve the optimiser, as master weights do.
+        """
+        import contextlib
+
+        import torch
+
+        low = next((p.dtype for p in self.model.parameters()
+                    if p.dtype in (torch.bfloat16, torch.float16)), None)
+        if low is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=low)
+
+    def keep_trainable_in_float32(self) -> int:
+        """Cast the trainable weights to float32; returns how many tensors were cast.
+
+        An AdamW step is about the learning rate (1e-5 for Cooper), below half a bfloat16
+        rounding step for any weight with |w| > ~4e-3: stepped in bfloat16, most weights would
+        never move. The optimiser therefore steps float32 weights, and the forward autocasts.
+        """
+        import torch
+
+        cast = 0
+        for p in self.model.parameters():
+            if p.requires_grad and p.dtype in (torch.bfloat16, torch.float16):
+                p.data = p.data.float()
+                cast += 1
+        return cast
+
     def logits_of_ids(self, ids: Sequence[list[int]]) -> torch.Tensor:
         """Raw logits [N] of encoded inputs, with grad when grad is enabled."""
-        out = self.model(**self._batch(ids))
+        with self.autocast():
+            out = self.model(**self._batch(ids))
         return out.logits[:, 0].float()  # [N]
 
     def logits(self, triples: Sequence[Triple]) -> torch.Tensor:

@@ -95,7 +95,7 @@ class FrozenTrunk:
         was_training = self.rm.model.training
         self.rm.model.eval()
         # no_grad, not inference_mode: these tensors are inputs of later backward passes
-        with torch.no_grad(), self._cut(0, self.split, norm=False):
+        with torch.no_grad(), self._cut(0, self.split, norm=False), self.rm.autocast():
             for k in range(0, len(order), batch_size):
                 idx = order[k:k + batch_size]
                 batch = self.rm._batch([ids[i] for i in idx])
@@ -117,11 +117,11 @@ class FrozenTrunk:
         for i, s in enumerate(states):  # right padding, as RewardModel pads
             hidden[i, :len(s)] = s
             mask[i, :len(s)] = 1
-        with self._cut(self.split, len(self.base.layers), norm=True):
+        with self._cut(self.split, len(self.base.layers), norm=True), self.rm.autocast():
             top = self.base(inputs_embeds=hidden, attention_mask=mask,
                             use_cache=False).last_hidden_state  # [B, L, H]
-        last = mask.sum(dim=1) - 1  # [B] index of each row's last real token
-        scores = self.rm.model.score(top[torch.arange(len(states)), last])  # [B, 1]
+            last = mask.sum(dim=1) - 1  # [B] index of each row's last real token
+            scores = self.rm.model.score(top[torch.arange(len(states)), last])  # [B, 1]
         return scores[:, 0].float()  # [B]
 
     def agrees(self, ids: Sequence[list[int]], states: Sequence[torch.Tensor]) -> float:
