@@ -39,9 +39,14 @@ def test_random_choice_is_seeded_and_within_the_correct_ones():
 
 
 def test_groups_split_across_processes_are_selected_once_gathered():
-    # process 0 saw a1, a2; process 1 saw a3 and c*: selection runs on the gathered list
-    gathered = ROLLOUTS[:2] + ROLLOUTS[2:]
-    assert select_positives(gathered) == select_positives(ROLLOUTS)
+    # process 0 saw a2 and c1, process 1 saw a3, c1 and c3: each process alone would pick a
+    # positive of a and of c, two per prompt; gathered, each prompt gives one
+    proc0 = [ROLLOUTS[1], ROLLOUTS[5]]
+    proc1 = [ROLLOUTS[2], ROLLOUTS[6], ROLLOUTS[7]]
+    alone = select_positives(proc0) + select_positives(proc1)
+    assert sorted(p.problem_id for p in alone) == ["a", "a", "c", "c"]
+    gathered = select_positives(proc0 + proc1)
+    assert [(p.problem_id, p.completion) for p in gathered] == [("a", "a2"), ("c", "c1")]
 
 
 def test_bad_arguments():
@@ -74,3 +79,28 @@ def test_rollout_stats_ignore_nonfinite_scores_and_count_them():
     s = rollout_stats(rs)
     assert s.rm_mean == 0.9 and s.agreement == 1.0 and s.nonfinite_scores == 2
     assert rollout_stats([R("a", "1", True)]).rm_mean is None
+
+
+def test_gap_compares_the_same_rollouts():
+    # the NaN-scored rollout is correct: left out of both means, the gap is 0.9 - 1.0, not
+    # 0.9 - 0.5 (its verdict counted, its score not)
+    rs = [R("a", "1", True, 0.9), R("a", "2", True, math.nan), R("b", "3", False, 0.1),
+          R("b", "4", False, 0.1)]
+    s = rollout_stats(rs)
+    assert s.gap == pytest.approx((0.9 + 0.1 + 0.1) / 3 - 1 / 3)
+
+
+def test_top_wrong_and_group_auroc_on_hand_made_groups():
+    from cooper.rl.pairs import group_auroc, top_wrong
+
+    a = [R("a", "1", True, 0.9), R("a", "2", False, 0.2)]  # right on top
+    b = [R("b", "1", True, 0.3), R("b", "2", False, 0.8), R("b", "3", False, 0.1)]  # wrong on top
+    c = [R("c", "1", False, 0.9)]  # no correct rollout: not counted
+    d = [R("d", "1", True, 0.5), R("d", "2", False, 0.5)]  # a tie: counted as wrong on top
+    assert top_wrong([a, b, c, d]) == pytest.approx(2 / 3)
+    # AUROC: a 1.0; b: the correct 0.3 beats 0.1, loses to 0.8 -> 0.5; d: tie -> 0.5; c: one
+    # class, left out; mean (1 + 0.5 + 0.5) / 3
+    assert group_auroc([a, b, c, d]) == pytest.approx(2 / 3)
+    assert top_wrong([c]) is None and group_auroc([c]) is None
+    s = rollout_stats(a + b + c + d)
+    assert s.top_wrong == pytest.approx(2 / 3) and s.group_auroc == pytest.approx(2 / 3)

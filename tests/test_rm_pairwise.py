@@ -1,4 +1,4 @@
-"""Cooper's pairwise reward-model update: the loss by hand, masking, skipping, and the
+"""Cooper's pairwise reward-model update: the losses by hand, skipping, and the
 multi-process contract (identical weights everywhere, zero-pair processes included)."""
 
 from __future__ import annotations
@@ -9,7 +9,12 @@ import socket
 import pytest
 import torch
 
-from cooper.rm.losses import pairwise_loss
+from cooper.rm.losses import (
+    anchor_loss,
+    bradley_terry_loss,
+    margin_loss,
+    pair_objective,
+)
 from cooper.rm.model import RewardModel
 from cooper.rm.update import PairwiseUpdater
 from cooper.types import Triple
@@ -18,43 +23,62 @@ POS = [Triple("What is 2+3?", "5", f"2+3=5. The answer is 5.{' ' * i}") for i in
 NEG = [Triple("What is 2+3?", "5", f"2+3=6. The answer is 6.{' ' * i}") for i in range(3)]
 
 
-def test_pairwise_loss_by_hand():
+def test_bradley_terry_loss_by_hand():
     # -log sigmoid(2 - 0) = log(1 + e^-2) = 0.126928; -log sigmoid(0) = log 2 = 0.693147
     # -log sigmoid(-1 - 1) = log(1 + e^2) = 2.126928; mean = 2.947003 / 3 = 0.982334
-    loss = pairwise_loss(torch.tensor([2.0, 0.0, -1.0]), torch.tensor([0.0, 0.0, 1.0]))
+    loss = bradley_terry_loss(torch.tensor([2.0, 0.0, -1.0]), torch.tensor([0.0, 0.0, 1.0]))
     assert loss.item() == pytest.approx(0.982334, abs=1e-6)
 
 
-def test_masked_pairs_count_for_nothing_even_when_nan():
-    pos = torch.tensor([2.0, 0.0, math.nan, 5.0])
-    neg = torch.tensor([0.0, 0.0, 1.0, -100.0])
-    mask = torch.tensor([True, True, False, False])
-    # (0.126928 + 0.693147) / 2 valid pairs = 0.410038
-    assert pairwise_loss(pos, neg, mask).item() == pytest.approx(0.410038, abs=1e-6)
-    # with a global normaliser of 4 pairs: 0.820075 / 4 = 0.205019
-    assert pairwise_loss(pos, neg, mask, normalizer=4).item() == pytest.approx(0.205019, abs=1e-6)
+def test_a_global_normaliser_divides_the_sum():
+    pos, neg = torch.tensor([2.0, 0.0]), torch.tensor([0.0, 0.0])
+    # (0.126928 + 0.693147) over a global count of 4 pairs = 0.205019
+    assert bradley_terry_loss(pos, neg, normalizer=4).item() == pytest.approx(0.205019, abs=1e-6)
 
 
-def test_pairwise_loss_gradient_by_hand():
+def test_bradley_terry_gradient_by_hand():
     pos = torch.tensor([2.0, 0.0], requires_grad=True)
     neg = torch.tensor([0.0, 0.0], requires_grad=True)
-    pairwise_loss(pos, neg).backward()
+    bradley_terry_loss(pos, neg).backward()
     # d/dpos of mean(-log sigmoid(pos - neg)) = -(1 - sigmoid(margin)) / P:
     # margin 2: -(1 - 0.880797) / 2 = -0.059601; margin 0: -(1 - 0.5) / 2 = -0.25
     assert pos.grad.tolist() == pytest.approx([-0.059601, -0.25], abs=1e-6)
     assert neg.grad.tolist() == pytest.approx([0.059601, 0.25], abs=1e-6)
 
 
-def test_no_valid_pair_gives_zero_not_nan():
-    pos = torch.tensor([1.0], requires_grad=True)
-    loss = pairwise_loss(pos, torch.tensor([0.0]), torch.tensor([False]))
-    loss.backward()
-    assert loss.item() == 0.0 and pos.grad.item() == 0.0
+def test_margin_loss_by_hand():
+    # margin 1: pos - neg = 2 -> max(0, 1 - 2) = 0; 0 -> 1; -2 -> 3; mean = 4 / 3
+    pos, neg = torch.tensor([2.0, 0.0, -1.0]), torch.tensor([0.0, 0.0, 1.0])
+    assert margin_loss(pos, neg, 1.0).item() == pytest.approx(4 / 3)
+    # margin 0.5: 0 + 0.5 + 2.5 = 3 -> mean 1
+    assert margin_loss(pos, neg, 0.5).item() == pytest.approx(1.0)
+
+
+def test_anchor_loss_by_hand():
+    # pos 2: -log sigmoid(2) = 0.126928; neg 0: -log sigmoid(-0) = 0.693147; pair = 0.410038
+    # pos 0: 0.693147; neg -3: -log sigmoid(3) = 0.048587; pair = 0.370867; mean = 0.390452
+    loss = anchor_loss(torch.tensor([2.0, 0.0]), torch.tensor([0.0, -3.0]))
+    assert loss.item() == pytest.approx(0.390452, abs=1e-6)
+
+
+def test_pair_objective_composes_the_loss_and_the_anchor():
+    pos, neg = torch.tensor([2.0, 0.0]), torch.tensor([0.0, -3.0])
+    bt = bradley_terry_loss(pos, neg, normalizer=2)
+    anchored = pair_objective("bradley_terry", anchor_weight=0.5)(pos, neg, 2)
+    assert anchored.item() == pytest.approx(bt.item() + 0.5 * 0.390452, abs=1e-6)
+    # margin 1: pos - neg = 2 -> 0, 3 -> 0
+    assert pair_objective("margin", margin=1.0)(pos, neg, 2).item() == 0.0
+    with pytest.raises(ValueError, match="bradley_terry, margin"):
+        pair_objective("hinge")
+
+
+def test_no_pair_gives_zero_not_nan():
+    assert bradley_terry_loss(torch.zeros(0), torch.zeros(0)).item() == 0.0
 
 
 def test_shapes_must_match():
     with pytest.raises(ValueError, match=r"\[P\]"):
-        pairwise_loss(torch.zeros(2), torch.zeros(3))
+        bradley_terry_loss(torch.zeros(2), torch.zeros(3))
 
 
 def _weights(rm: RewardModel) -> list[torch.Tensor]:

@@ -57,7 +57,8 @@ class PolicyConfig:
     max_grad_norm: float = 1.0
     """policy gradient clipping"""
     dtype: str = "float32"
-    """weights dtype: float32 (CPU), bfloat16 (GPU)"""
+    """compute precision of policy and reward model: float32 (CPU) or bfloat16 (GPU); weights
+    that are trained stay in float32 (master weights), frozen ones are kept in this dtype"""
     gradient_checkpointing: bool = False
     """trade compute for memory on large policies"""
 
@@ -132,6 +133,8 @@ class RewardPlan:
 
 
 MODES = ("rule", "rm", "cooper")
+PAIR_LOSSES = ("bradley_terry", "margin")  # rm_update.loss (cooper.rm.losses)
+NEGATIVE_SOURCES = ("assistant", "rollouts", "both")  # rm_update.negatives
 
 
 @dataclass
@@ -164,12 +167,29 @@ class RMUpdateConfig:
     """verified-correct completions used as positives per prompt per step (paper: 1)"""
     positive_choice: str = "first"
     """which correct completion: 'first' (released code) or 'random'"""
+    negatives: str = "assistant"
+    """where negatives come from: 'assistant' (written from each positive by assistant.backend,
+    the paper), 'rollouts' (the same prompt's rollouts the verifier judges wrong, hardest first:
+    what the policy actually produces, exploits included, at no generation cost) or 'both'"""
+    negatives_per_positive: int = 2
+    """rollout negatives per positive, the highest-scored by the current reward model first
+    (the method summary: up to two)"""
     max_attempts: int = 3
     """assistant attempts per negative before falling back or dropping the pair (paper: 3)"""
     micro_batch_size: int = 8
     """pairs per forward/backward of the reward-model update"""
     pair_metrics: bool = True
     """in rule and rm modes, still build the step's pairs to log the reward model's pair accuracy"""
+    loss: str = "bradley_terry"
+    """pairwise loss: 'bradley_terry' (-log sigmoid(s+ - s-), the released code) or 'margin'
+    (max(0, rm_update.margin - (s+ - s-)), the method summary's variant)"""
+    margin: float = 1.0
+    """the margin of the 'margin' loss, in logits"""
+    anchor_weight: float = 0.0
+    """weight of a BCE term on each pair's members (positive 1, negative 0) added to the loss;
+    keeps sigmoid(score) calibrated, which the pairwise losses leave free (0 = off, the paper)"""
+    epochs: int = 1
+    """passes (optimiser steps) over each step's pairs (paper's code: 1; method summary: 3)"""
     train_layers: int | None = None
     """update only the top k decoder layers and the score head (None = every layer, as in the
     paper); the rest stay frozen: less memory and a shorter backward pass on a laptop"""
@@ -260,7 +280,10 @@ class TrainConfig:
         choice("reward.verifier_mode", self.reward.verifier_mode, ("strict", "lenient"))
         choice("assistant.backend", self.assistant.backend, ("local", "endpoint", "rewrite"))
         choice("rm_update.positive_choice", self.rm_update.positive_choice, ("first", "random"))
+        choice("rm_update.loss", self.rm_update.loss, PAIR_LOSSES)
+        choice("rm_update.negatives", self.rm_update.negatives, NEGATIVE_SOURCES)
         choice("rollout.vllm_mode", self.rollout.vllm_mode, ("colocate", "server"))
+        choice("policy.dtype", self.policy.dtype, ("float32", "bfloat16", "float16"))
         choice("policy.scale_rewards", self.policy.scale_rewards, ("group", "batch", "none"))
         choice("policy.reward_aggregation", self.policy.reward_aggregation,
                ("sum_then_normalize", "normalize_then_sum"))
@@ -279,9 +302,12 @@ class TrainConfig:
         for key in ("max_steps", "policy.num_iterations", "rollout.prompts_per_step", "rollout.samples_per_prompt",
                     "rollout.micro_batch_size", "rm_update.max_attempts",
                     "rm_update.positives_per_prompt", "rm_update.micro_batch_size",
+                    "rm_update.epochs", "rm_update.negatives_per_positive",
                     "assistant.batch_size", "validation.samples", "validation.limit"):
             if get_key(self, key) < 1:
                 raise ConfigError(f"{key} must be >= 1, got {get_key(self, key)}")
+        if self.rm_update.anchor_weight < 0:
+            raise ConfigError(f"rm_update.anchor_weight must be >= 0, got {self.rm_update.anchor_weight}")
         if self.rm_update.train_layers is not None and self.rm_update.train_layers < 1:
             raise ConfigError("rm_update.train_layers must be >= 1 (or none for every layer), "
                               f"got {self.rm_update.train_layers}")
@@ -313,6 +339,10 @@ class TrainConfig:
             stage2 = Stage2.OFF
         scores = has_rm and (pays is Payer.REWARD_MODEL or self.reward.monitor)
         return RewardPlan(pays, stage2, scores)
+
+    def uses_assistant(self) -> bool:
+        """Stage 2 writes negatives from positives (``rm_update.negatives`` assistant or both)."""
+        return self.plan().stage2 is not Stage2.OFF and self.rm_update.negatives != "rollouts"
 
     def background_negatives(self) -> bool:
         """Write negatives while the policy updates: ``assistant.background``, or by default

@@ -4,9 +4,11 @@ Cooper (``method.md``, Part 2, step 4) turns one RL step's rollouts into reward-
 pairs. Positives are completions the rule-based verifier confirms correct, because the verifier
 is *precise*: when it says "correct" it is almost always right. The released code takes the first
 correct completion of each prompt, at most one pair per prompt per step; prompts with no
-verified-correct completion contribute no pair. Negatives are written by an assistant
-(:mod:`cooper.negatives`) and accepted only when the verifier finds a final answer that is *not*
-equivalent to the reference.
+verified-correct completion contribute no pair. Negatives are written from a positive by an
+assistant (:mod:`cooper.rl.negatives`; accepted only when the verifier finds a final answer that
+is *not* equivalent to the reference), or taken from the same prompt's wrong rollouts
+(:func:`rollout_negatives`, the method summary's variant). The step's statistics include the
+calibration-free hacking metrics (:func:`top_wrong`, :func:`group_auroc`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from cooper.rm.metrics import auroc
 from cooper.types import Rollout
 
 
@@ -53,6 +56,29 @@ def select_positives(rollouts: Sequence[Rollout], per_prompt: int = 1, choice: s
     return positives
 
 
+def rollout_negatives(positive: Rollout, group: Sequence[Rollout], k: int,
+                      excluded: Iterable[str] = ()) -> list[Rollout]:
+    """Up to ``k`` negatives for ``positive`` from its own group: the rollouts the verifier
+    judges wrong, hardest first (highest reward-model score, sampling order among equals and
+    unscored ones last), each text once, ``excluded`` texts left out (rollouts whose wrong
+    verdict is not trusted, see :func:`cooper.rl.step`'s lenient guard)."""
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    skip = set(excluded) | {positive.completion}
+    seen: set[str] = set()
+    wrong = []
+    for r in group:
+        if not r.correct and r.problem_id == positive.problem_id and r.completion not in skip \
+                and r.completion not in seen:
+            seen.add(r.completion)
+            wrong.append(r)
+
+    def hardness(r: Rollout) -> float:
+        return r.rm_score if r.rm_score is not None and math.isfinite(r.rm_score) else -math.inf
+
+    return sorted(wrong, key=hardness, reverse=True)[:k]  # sorted() is stable: ties keep order
+
+
 def shard(items: Sequence, rank: int, world_size: int) -> list:
     """Items ``rank, rank + world_size, ...``: each process handles a disjoint slice."""
     return list(items[rank::world_size])
@@ -60,14 +86,49 @@ def shard(items: Sequence, rank: int, world_size: int) -> list:
 
 @dataclass(frozen=True)
 class RolloutStats:
-    """What the step's rollouts say about the reward (``reward/*``, ``hacking/*``, ``rm/agreement``)."""
+    """What the step's rollouts say about the reward (``reward/*``, ``hacking/*``, ``rm/*``;
+    each defined in ``docs/metrics.md``)."""
 
     rule_mean: float  # verified accuracy of the rollouts
     rm_mean: float | None  # mean reward-model probability over finite scores
+    gap: float | None  # rm_mean minus the verified accuracy of the same (finite-scored) rollouts
     agreement: float | None  # fraction where (rm > 0.5) == verifier
+    top_wrong: float | None  # groups with a correct rollout whose top-scored one is wrong
+    group_auroc: float | None  # reward model vs verifier within mixed groups, averaged
     problems_with_positive: int
     problems: int
     nonfinite_scores: int  # reward-model scores that were NaN or infinite
+
+
+def top_wrong(groups: Iterable[Sequence[Rollout]]) -> float | None:
+    """Of the groups with at least one verified-correct rollout, the fraction whose highest
+    reward-model score goes to a verified-wrong rollout (a tie with a correct one counts as
+    wrong: the reward model does not put the correct answer first). GRPO uses only the order
+    within a group, so this is the hacking signal that no calibration shift can hide.
+    Rollouts without a finite score are left out; None when no group qualifies."""
+    counted = wrong = 0
+    for group in groups:
+        scored = [r for r in group if r.rm_score is not None and math.isfinite(r.rm_score)]
+        right = [r.rm_score for r in scored if r.correct]
+        if not right:
+            continue
+        counted += 1
+        wrong_scores = [r.rm_score for r in scored if not r.correct]
+        wrong += bool(wrong_scores) and max(wrong_scores) >= max(right)
+    return wrong / counted if counted else None
+
+
+def group_auroc(groups: Iterable[Sequence[Rollout]]) -> float | None:
+    """The reward model's AUROC against the verifier within each group that has both correct
+    and wrong rollouts (finite scores only), averaged over those groups; None if there is
+    none. 1.0: every correct rollout outranks every wrong one of its prompt; 0.5: chance."""
+    values = []
+    for group in groups:
+        scored = [r for r in group if r.rm_score is not None and math.isfinite(r.rm_score)]
+        value = auroc([r.rm_score for r in scored], [r.correct for r in scored])
+        if math.isfinite(value):
+            values.append(value)
+    return sum(values) / len(values) if values else None
 
 
 def rollout_stats(rollouts: Sequence[Rollout]) -> RolloutStats:
@@ -76,11 +137,16 @@ def rollout_stats(rollouts: Sequence[Rollout]) -> RolloutStats:
     rule = [float(r.correct) for r in rollouts]
     scored = [r for r in rollouts if r.rm_score is not None and math.isfinite(r.rm_score)]
     groups = group_by_problem(rollouts)
+    rm_mean = sum(r.rm_score for r in scored) / len(scored) if scored else None
     return RolloutStats(
         rule_mean=sum(rule) / len(rule),
-        rm_mean=sum(r.rm_score for r in scored) / len(scored) if scored else None,
+        rm_mean=rm_mean,
+        # both means over the same rollouts: a NaN score drops its verdict too
+        gap=rm_mean - sum(r.correct for r in scored) / len(scored) if scored else None,
         agreement=(sum((r.rm_score > 0.5) == r.correct for r in scored) / len(scored)
                    if scored else None),
+        top_wrong=top_wrong(groups.values()),
+        group_auroc=group_auroc(groups.values()),
         problems_with_positive=sum(any(r.correct for r in g) for g in groups.values()),
         problems=len(groups),
         nonfinite_scores=sum(r.rm_score is not None and not math.isfinite(r.rm_score)

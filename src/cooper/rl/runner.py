@@ -92,7 +92,9 @@ def load_reward_model(cfg: TrainConfig, device=None) -> tuple[RewardModel | None
         except UserError as e:  # name the setting, not the function
             raise UserError(f"rm_update.train_layers: {e}") from e
     return rm, PairwiseUpdater(rm, lr=u.lr, weight_decay=u.weight_decay,
-                               max_grad_norm=u.max_grad_norm, micro_batch_size=u.micro_batch_size)
+                               max_grad_norm=u.max_grad_norm, micro_batch_size=u.micro_batch_size,
+                               loss=u.loss, margin=u.margin, anchor_weight=u.anchor_weight,
+                               epochs=u.epochs)
 
 
 def run(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:

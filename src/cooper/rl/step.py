@@ -7,17 +7,20 @@ Stage 1, :meth:`CooperReward.score` (when the policy's rewards are computed):
   1. verify every completion against the reference (rule-based, precise);
   2. score every completion with the *current* reward model: that is the policy's reward in the
      ``rm`` and ``cooper`` modes, the verdict is the reward in ``rule`` mode;
-  3. gather the step's rollouts from every process, pick positives, and hand each process its
-     share; an endpoint assistant starts writing negatives now, in the background, so that its
+  3. gather the step's rollouts from every process, pick positives (verified correct), and hand
+     each process its share; with rollout negatives, pair each positive with its prompt's
+     wrong rollouts, hardest first, now, while the scores are the ones the policy is paid by; an
+     endpoint assistant starts writing its negatives now, in the background, so that its
      network time overlaps the policy update instead of blocking it.
 
 Stage 2, :meth:`CooperReward.update` (after the policy's optimiser step, so this step's rewards
 came from the reward model *before* its update):
-  4. negatives: assistant proposals that the verifier confirms wrong, else the rule-based
-     fallback, else the pair is dropped;
-  5. the pairwise (Bradley-Terry) update of the reward model, gradients summed across processes.
-     In ``rule`` and ``rm`` modes the reward model is not updated, but the same pairs still
-     measure it (``rm/pair_acc_before``): the hacking signal of a frozen reward model.
+  4. negatives written from the positives: assistant proposals that the verifier confirms
+     wrong, else the rule-based fallback, else the positive gets no such pair;
+  5. the pairwise update of the reward model over every pair (rollout and assistant), gradients
+     summed across processes. In ``rule`` and ``rm`` modes the reward model is not updated, but
+     the same pairs still measure it (``rm/pair_acc_before``): the hacking signal of a frozen
+     reward model.
 """
 
 from __future__ import annotations
@@ -33,10 +36,17 @@ from typing import TYPE_CHECKING
 
 from cooper.config.train import Payer, Stage2, TrainConfig
 from cooper.infra.collective import Collective, SingleProcess
-from cooper.rl.negatives import NegativeOutcome, NegativeWriter, build_pairs
-from cooper.rl.pairs import RolloutStats, rollout_stats, select_positives, shard
-from cooper.rm.losses import pairwise_loss
-from cooper.types import Rollout, Triple
+from cooper.rl.negatives import NegativeOutcome, NegativeWriter, VerifyFn, build_pairs
+from cooper.rl.pairs import (
+    RolloutStats,
+    group_by_problem,
+    rollout_negatives,
+    rollout_stats,
+    select_positives,
+    shard,
+)
+from cooper.rm.losses import pair_objective
+from cooper.types import Pair, Rollout, Triple
 
 if TYPE_CHECKING:
     from cooper.rm.model import RewardModel
@@ -50,10 +60,13 @@ class Stage2Stats:
     """What one reward-model update did (logged under ``rm/`` and ``perf/``)."""
 
     positives: int  # over all processes
-    pairs: int  # valid pairs over all processes
-    valid_negatives: int  # accepted negatives from the configured source
-    fallback_negatives: int  # accepted negatives from the fallback (pairs = valid + fallback)
-    dropped: int  # positives without an acceptable negative
+    pairs: int  # valid pairs over all processes (rollout + assistant)
+    pairs_rollout: int  # pairs whose negative is one of the prompt's wrong rollouts
+    pairs_assistant: int  # pairs whose negative was written from the positive (assistant or fallback)
+    valid_negatives: int  # accepted negatives from the configured assistant
+    fallback_negatives: int  # accepted negatives from the fallback
+    negatives_ambiguous: int  # wrong rollouts not used: the lenient reading finds them correct
+    dropped: int  # positives that got no pair at all
     loss: float | None  # pairwise loss before the update (None: no pairs)
     pair_acc_before: float | None  # pairs ranked right before the update
     grad_norm: float | None
@@ -62,6 +75,7 @@ class Stage2Stats:
     seconds_negatives: float  # the step waited this long for its negatives
     seconds_negatives_total: float  # the negatives took this long (more when run in background)
     seconds_update: float
+    changed_fraction: float | None = None  # trainable weights the update moved (None: no update)
 
 
 @dataclass
@@ -71,7 +85,9 @@ class _Pending:
     step: int
     positives: list[Rollout]  # this process's share
     total_positives: int
-    negatives: Future | Callable[[], tuple[list[NegativeOutcome], float]]
+    rollout_pairs: list[Pair]  # this process's pairs with rollout negatives
+    ambiguous: int  # candidate rollouts the lenient guard kept out
+    negatives: Future | Callable[[], tuple[list[NegativeOutcome], float]] | None  # assistant
     started: float = field(default_factory=time.perf_counter)
 
 
@@ -85,23 +101,29 @@ class CooperReward:
 
     def __init__(self, cfg: TrainConfig, *, rm: RewardModel | None,
                  updater: PairwiseUpdater | None,
-                 verify: Callable[[Sequence[str], Sequence[str]], list],
+                 verify: VerifyFn, verify_lenient: VerifyFn | None = None,
                  negatives: NegativeWriter | None = None, collective: Collective | None = None):
         plan = cfg.plan()
+        u = cfg.rm_update
         if plan.scores_with_rm and rm is None:
             raise ValueError(f"reward.mode={cfg.reward.mode} needs a reward model")
         if plan.stage2 is Stage2.UPDATE and updater is None:
             raise ValueError("a reward-model update needs a PairwiseUpdater")
-        if plan.stage2 is not Stage2.OFF and negatives is None:
-            raise ValueError(f"Stage 2 ({plan.stage2.value}) needs a NegativeWriter")
+        if cfg.uses_assistant() and negatives is None:
+            raise ValueError(f"rm_update.negatives={u.negatives} needs a NegativeWriter")
         self.plan, self.rm, self.updater, self.verify = plan, rm, updater, verify
-        self.negatives = negatives
-        u = cfg.rm_update
+        self.negatives = negatives if cfg.uses_assistant() else None
+        self.from_rollouts = plan.stage2 is not Stage2.OFF and u.negatives in ("rollouts", "both")
+        self.verify_lenient = verify_lenient or verify
+        self.negatives_per_positive = u.negatives_per_positive
         self.positives_per_prompt, self.positive_choice = u.positives_per_prompt, u.positive_choice
+        self.micro_batch_size = u.micro_batch_size
+        # the loss a frozen reward model is measured with: the one the update would minimise
+        self.objective = pair_objective(u.loss, margin=u.margin, anchor_weight=u.anchor_weight)
         self.score_batch_size, self.seed = cfg.reward.score_batch_size, cfg.seed
         self.collective = collective or SingleProcess()
         self._executor = (ThreadPoolExecutor(1, "cooper-negatives")
-                          if plan.stage2 is not Stage2.OFF and cfg.background_negatives() else None)
+                          if self.negatives is not None and cfg.background_negatives() else None)
         self._pending: _Pending | None = None
 
     # ------------------------------------------------------------------ Stage 1
@@ -151,16 +173,43 @@ class CooperReward:
         rng = random.Random(f"{self.seed}:{step}:positives")
         positives = select_positives(everyone, self.positives_per_prompt, self.positive_choice, rng)
         mine = shard(positives, self.collective.rank, self.collective.world_size)
-        seed = self.seed * 1_000_003 + step * 1009 + self.collective.rank
+        rollout_pairs, ambiguous = (self._rollout_pairs(mine, everyone) if self.from_rollouts
+                                    else ([], 0))
+        job = None
+        if self.negatives is not None:
+            seed = self.seed * 1_000_003 + step * 1009 + self.collective.rank
 
-        def job() -> tuple[list[NegativeOutcome], float]:
-            t = time.perf_counter()
-            outcomes = self.negatives.write(mine, seed=seed)
-            return outcomes, time.perf_counter() - t
+            def job() -> tuple[list[NegativeOutcome], float]:
+                t = time.perf_counter()
+                outcomes = self.negatives.write(mine, seed=seed)
+                return outcomes, time.perf_counter() - t
 
-        # an endpoint assistant works in the background while the policy updates
-        negatives = self._executor.submit(job) if self._executor else job
-        self._pending = _Pending(step, mine, len(positives), negatives)
+            # an endpoint assistant works in the background while the policy updates
+            if self._executor:
+                job = self._executor.submit(job)
+        self._pending = _Pending(step, mine, len(positives), rollout_pairs, ambiguous, job)
+
+    def _rollout_pairs(self, positives: list[Rollout],
+                       everyone: list[Rollout]) -> tuple[list[Pair], int]:
+        """Each positive with its prompt's wrong rollouts, hardest first. A rollout the strict
+        verifier calls wrong but the lenient reading (its last number) calls correct is a
+        correct answer written without a box, not a mistake: it is never a negative, and is
+        counted (the returned int)."""
+        groups = group_by_problem(everyone)
+        candidates = list({r.completion: r for p in positives for r in groups[p.problem_id]
+                           if not r.correct}.values())
+        verdicts = self.verify_lenient([r.completion for r in candidates],
+                                       [r.reference for r in candidates])
+        untrusted = {(r.problem_id, r.completion) for r, v in zip(candidates, verdicts, strict=True)
+                     if v.correct}
+        pairs = []
+        for p in positives:
+            excluded = {c for pid, c in untrusted if pid == p.problem_id}
+            for n in rollout_negatives(p, groups[p.problem_id], self.negatives_per_positive,
+                                       excluded):
+                pairs.append(Pair(p.problem_id, p.question, p.reference, p.completion,
+                                  n.completion, "rollout"))
+        return pairs, len(untrusted)
 
     # ------------------------------------------------------------------ Stage 2
 
@@ -170,23 +219,31 @@ class CooperReward:
         if pending is None:
             return None
         c = self.collective
-        # 4. negatives for this process's positives: assistant, verified wrong; else fallback
+        # 4. negatives written from the positives: assistant, verified wrong; else fallback
         t = time.perf_counter()
-        outcomes, seconds_working = (pending.negatives.result()
-                                     if isinstance(pending.negatives, Future)
-                                     else pending.negatives())
+        outcomes: list[NegativeOutcome] = []
+        seconds_working = 0.0
+        if pending.negatives is not None:
+            outcomes, seconds_working = (pending.negatives.result()
+                                         if isinstance(pending.negatives, Future)
+                                         else pending.negatives())
         seconds_negatives = time.perf_counter() - t  # what the step waited for
-        pairs = build_pairs(pending.positives, outcomes)
-        for p, o in zip(pending.positives, outcomes, strict=True):
-            if o.negative is None:  # counted in rm/dropped_pairs; the log says why
-                log.info("step %d: no negative for %s after %d attempts (%s); pair dropped",
+        written = build_pairs(pending.positives, outcomes) if outcomes else []
+        pairs = pending.rollout_pairs + written
+        paired = {p.positive for p in pairs}
+        for p, o in zip(pending.positives, outcomes, strict=False):
+            if o.negative is None:  # the log says why
+                log.info("step %d: no negative written for %s after %d attempts (%s)",
                          pending.step, p.problem_id, o.attempts, o.reason)
-        local = [len(pairs), sum(o.negative is not None and not o.fallback for o in outcomes),
-                 sum(o.fallback for o in outcomes), sum(o.negative is None for o in outcomes)]
-        total_pairs, valid, fallback, dropped = (int(x) for x in c.sum_floats(local))
-        # 5. the pairwise update over the valid pairs of every process
+        local = [len(pairs), len(pending.rollout_pairs), len(written),
+                 sum(o.negative is not None and not o.fallback for o in outcomes),
+                 sum(o.fallback for o in outcomes), pending.ambiguous,
+                 sum(p.completion not in paired for p in pending.positives)]
+        (total_pairs, from_rollouts, from_positives, valid, fallback, ambiguous,
+         dropped) = (int(x) for x in c.sum_floats(local))
+        # 5. the pairwise update over the pairs of every process
         t = time.perf_counter()
-        loss = acc = grad_norm = None
+        loss = acc = grad_norm = changed = None
         updated = skipped = False
         if total_pairs:
             pos = [Triple(p.question, p.reference, p.positive) for p in pairs]
@@ -198,23 +255,33 @@ class CooperReward:
                 loss_sum, right = c.sum_floats([st.loss * st.pairs if st.pairs else 0.0,
                                                 st.pair_acc_before * st.pairs if st.pairs else 0.0])
                 grad_norm, skipped, updated = st.grad_norm, st.skipped, not st.skipped
+                changed = st.changed_fraction  # the same on every process: identical weights
             else:
                 loss_sum, right = c.sum_floats(self._measure_pairs(pos, neg))
             loss, acc = loss_sum / total_pairs, right / total_pairs
-        return Stage2Stats(pending.total_positives, total_pairs, valid, fallback, dropped, loss,
-                           acc, grad_norm, updated, skipped, seconds_negatives, seconds_working,
-                           time.perf_counter() - t)
+        return Stage2Stats(pending.total_positives, total_pairs, from_rollouts, from_positives,
+                           valid, fallback, ambiguous, dropped, loss, acc, grad_norm, updated,
+                           skipped, seconds_negatives, seconds_working, time.perf_counter() - t,
+                           changed)
 
-    def _measure_pairs(self, pos, neg) -> list[float]:
-        """(sum of pairwise losses, pairs ranked right) without changing the reward model."""
+    def _measure_pairs(self, pos: list[Triple], neg: list[Triple]) -> list[float]:
+        """(summed loss, pairs ranked right) of the frozen reward model: the same objective
+        and the same eval-mode forward as the update's first pass, in micro-batches."""
         import torch
 
-        if not pos:
-            return [0.0, 0.0]
-        with torch.inference_mode():
-            lp, ln = self.rm.logits(pos), self.rm.logits(neg)  # [P], [P]
-            loss = pairwise_loss(lp, ln).item() * len(pos)
-        return [loss, float((lp > ln).sum().item())]
+        loss, right, m = 0.0, 0, self.micro_batch_size
+        was_training = self.rm.model.training
+        self.rm.model.eval()
+        try:
+            with torch.inference_mode():
+                for k in range(0, len(pos), m):
+                    logits = self.rm.logits([*pos[k:k + m], *neg[k:k + m]])  # [2m]
+                    lp, ln = logits[:len(pos[k:k + m])], logits[len(pos[k:k + m]):]  # [m], [m]
+                    loss += self.objective(lp, ln, 1.0).item()  # summed over the chunk
+                    right += int((lp > ln).sum())
+        finally:
+            self.rm.model.train(was_training)
+        return [loss, float(right)]
 
     def source_metrics(self) -> dict[str, float]:
         """Counters of the negative sources that keep any (an endpoint's requests, retries,

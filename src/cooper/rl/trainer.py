@@ -38,7 +38,7 @@ import torch
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
-from cooper.config.train import Payer, Stage2, TrainConfig
+from cooper.config.train import Payer, TrainConfig
 from cooper.errors import UserError
 from cooper.infra.collective import Collective
 from cooper.infra.models import load_causal_lm, load_tokenizer
@@ -77,8 +77,11 @@ def grpo_kwargs(cfg: TrainConfig, num_processes: int = 1) -> dict[str, Any]:
         importance_sampling_level=p.importance_sampling_level,
         mask_truncated_completions=p.mask_truncated_completions,
         reward_weights=reward_weights(plan.pays, plan.scores_with_rm),
+        # policy.dtype is the compute precision: the weights the optimiser steps load in float32
+        # (bf16=True autocasts the forward, DeepSpeed/FSDP cast and keep their own float32
+        # masters); bfloat16 weights under a plain AdamW at lr 1e-6 would not move
         bf16=p.dtype == "bfloat16", gradient_checkpointing=p.gradient_checkpointing,
-        model_init_kwargs={"dtype": p.dtype},
+        model_init_kwargs={"dtype": "float32"},
         per_device_train_batch_size=r.micro_batch_size,
         gradient_accumulation_steps=accumulation,
         steps_per_generation=accumulation,  # one generation batch per optimiser step
@@ -122,8 +125,12 @@ def log_rollout_stats(log_metric, stats: RolloutStats, seconds: dict[str, float]
     log_metric("reward/rule_mean", stats.rule_mean)
     if stats.rm_mean is not None:
         log_metric("reward/rm_mean", stats.rm_mean)
-        log_metric("hacking/gap", stats.rm_mean - stats.rule_mean)
+        log_metric("hacking/gap", stats.gap)
         log_metric("rm/agreement", stats.agreement)
+    if stats.top_wrong is not None:
+        log_metric("hacking/top_wrong", stats.top_wrong)
+    if stats.group_auroc is not None:
+        log_metric("rm/group_auroc", stats.group_auroc)
     if stats.rm_mean is not None or stats.nonfinite_scores:  # counted even when all are
         log_metric("reward/nonfinite", stats.nonfinite_scores)
     log_metric("rm/problems_with_positive", stats.problems_with_positive)
@@ -133,6 +140,8 @@ def log_rollout_stats(log_metric, stats: RolloutStats, seconds: dict[str, float]
 
 def stage2_metrics(st: Stage2Stats) -> dict[str, float]:
     m = {"rm/positives": st.positives, "rm/pairs": st.pairs,
+         "rm/pairs_rollout": st.pairs_rollout, "rm/pairs_assistant": st.pairs_assistant,
+         "rm/negatives_ambiguous": st.negatives_ambiguous,
          "rm/valid_negatives": st.valid_negatives,
          "rm/fallback_negatives": st.fallback_negatives, "rm/dropped_pairs": st.dropped,
          "rm/updated": float(st.updated), "rm/skipped_nonfinite": float(st.skipped_nonfinite),
@@ -143,6 +152,8 @@ def stage2_metrics(st: Stage2Stats) -> dict[str, float]:
         m.update({"rm/loss": st.loss, "rm/pair_acc_before": st.pair_acc_before})
     if st.grad_norm is not None:
         m["rm/grad_norm"] = st.grad_norm
+    if st.changed_fraction is not None:
+        m["rm/changed_fraction"] = st.changed_fraction
     return m
 
 
@@ -207,19 +218,42 @@ class CooperTrainer(GRPOTrainer):
         super().__init__(model=model, reward_funcs=funcs, train_dataset=train_dataset,
                          processing_class=tokenizer,
                          args=GRPOConfig(**grpo_kwargs(cfg, num_processes)))
+        self._check_trainable_precision()
+        if cfg.policy.dtype == "bfloat16" and self.ref_model is not None and not self._sharded():
+            self.ref_model.to(torch.bfloat16)  # only ever runs forward: half the memory
         verify = partial(verify_batch, mode=cfg.reward.verifier_mode,
                          timeout_s=cfg.reward.verifier_timeout_s)
         negatives = None
-        if plan.stage2 is not Stage2.OFF:
+        if cfg.uses_assistant():
             negatives = negative_writer(cfg, verify, reference=self._reference_policy(cfg))
-        self.cooper = CooperReward(cfg, rm=rm, updater=updater, verify=verify,
-                                   negatives=negatives, collective=collective)
+        self.cooper = CooperReward(
+            cfg, rm=rm, updater=updater, verify=verify, negatives=negatives,
+            verify_lenient=partial(verify_batch, mode="lenient",
+                                   timeout_s=cfg.reward.verifier_timeout_s),
+            collective=collective)
         self.add_callback(Stage2Callback(self))
         self.add_callback(StepTimer(self))
         if metrics_path is not None:
             self.add_callback(MetricsFileCallback(metrics_path))
         if cfg.validation.enabled:
             self.add_callback(ValidationCallback(self, cfg.validation, cfg.reward, tokenizer))
+
+    def _sharded(self) -> bool:
+        """DeepSpeed or FSDP manages the weights (and their float32 master copies)."""
+        return (getattr(self.accelerator.state, "deepspeed_plugin", None) is not None
+                or getattr(self.accelerator.state, "fsdp_plugin", None) is not None)
+
+    def _check_trainable_precision(self) -> None:
+        """Refuse to step low-precision weights with a plain optimiser: an update of about the
+        learning rate rounds away on most bfloat16 weights, so training would silently not
+        move them."""
+        low = [n for n, p in self.model.named_parameters()
+               if p.requires_grad and p.dtype in (torch.bfloat16, torch.float16)]
+        if low and not self._sharded():
+            raise UserError(f"the policy's trainable weights are {self.model.dtype} ({low[0]}, "
+                            f"...) and would be stepped by a plain optimiser, which rounds lr-sized "
+                            "updates away: load them in float32 (policy.dtype=bfloat16 already "
+                            "does, computing in bfloat16), or train under DeepSpeed or FSDP")
 
     def _reference_policy(self, cfg: TrainConfig):
         """(model, tokenizer) for a local assistant without weights of its own: the frozen

@@ -5,7 +5,7 @@ RL, (positive, negative) pairs of completions from :mod:`cooper.rl`. :mod:`.temp
 triple into VerifyRM's escaped, truncated input and fits it to a token budget;
 :mod:`.model` is the one-logit classifier over it (:class:`RewardModel`, reward
 ``sigmoid(logit)``); :mod:`.losses` holds the two objectives as pure tensor functions (BCE and
-the Bradley-Terry pairwise loss); :mod:`.training` trains offline with BCE
+the pairwise losses: Bradley-Terry, margin, anchor); :mod:`.training` trains offline with BCE
 (``cooper rm train``, settings in :class:`cooper.config.rm.RMTrainConfig`); :mod:`.update` is
 Cooper's online pairwise update, one step per RL step (:class:`PairwiseUpdater`); :mod:`.trunk`
 caches the frozen lower layers so training only the top ones is fast; :mod:`.metrics` judges the
@@ -14,7 +14,13 @@ scores triples, saved with its input spec so scoring reproduces training. Every 
 torch only inside its functions, so importing this package stays cheap.
 """
 
-from cooper.rm.losses import bce_loss, pairwise_loss
+from cooper.rm.losses import (
+    anchor_loss,
+    bce_loss,
+    bradley_terry_loss,
+    margin_loss,
+    pair_objective,
+)
 from cooper.rm.metrics import BinaryMetrics, Confusion, binary_metrics, metrics_by_group
 from cooper.rm.model import RewardModel
 from cooper.rm.template import (
@@ -33,5 +39,6 @@ from cooper.rm.update import PairwiseStats, PairwiseUpdater
 __all__ = ["SPEC_FILE", "TEMPLATE_VERSION", "BinaryMetrics", "Confusion", "EpochReport",
            "FrozenTrunk", "InputSpec", "PairwiseStats", "PairwiseUpdater", "RewardModel",
            "TrainReport", "bce_loss", "binary_metrics", "escape_field", "evaluate",
-           "metrics_by_group", "pairwise_loss", "parse_rendered", "render", "train_bce",
+           "metrics_by_group", "anchor_loss", "bradley_terry_loss", "margin_loss", "pair_objective",
+           "parse_rendered", "render", "train_bce",
            "unescape_field"]

@@ -1,19 +1,34 @@
-"""The reward model's two objectives, as pure functions of raw logits.
+"""The reward model's objectives, as pure functions of raw logits.
 
 * :func:`bce_loss` (``method.md``, Part 1): binary cross-entropy of a triple's logit against its
   label "the completion is correct"; what ``cooper rm train`` minimises.
-* :func:`pairwise_loss` (``method.md``, Part 2, step 4): the Bradley-Terry loss
-  ``-log sigmoid(pos - neg)`` of Cooper's online update, over (positive, negative) pairs.
+* :func:`bradley_terry_loss` (``method.md``, Part 2, step 4): ``-log sigmoid(pos - neg)`` over
+  (positive, negative) pairs, the loss of the paper's released code.
+* :func:`margin_loss` (the method summary's variant, ``method.md``): the hinge
+  ``max(0, margin - (pos - neg))``.
+* :func:`anchor_loss` (ours): binary cross-entropy on each pair's members (positive 1, negative
+  0). Both pairwise losses see only the difference of two logits, so the absolute score is free
+  to drift (probabilities all below 0.5, say) while the order stays right; a small anchor term
+  keeps ``sigmoid(logit)`` meaning "probably correct", which ``hacking/gap`` and the validation
+  probe read.
 
-Both take logits, not probabilities, so the sigmoid is folded into a numerically stable log.
+All take logits, not probabilities (the sigmoid is folded into a numerically stable log), and
+return the *sum* over pairs divided by ``normalizer`` (default: the number of pairs), so
+micro-batches and processes that divide by the global pair count add up to the mean.
+:func:`pair_objective` composes the configured one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
+
+from cooper.config.train import PAIR_LOSSES
 
 if TYPE_CHECKING:
     import torch
+
+PairObjective = Callable[["torch.Tensor", "torch.Tensor", float], "torch.Tensor"]
 
 
 def bce_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -23,27 +38,59 @@ def bce_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))  # []
 
 
-def pairwise_loss(pos_logits: torch.Tensor, neg_logits: torch.Tensor,
-                  mask: torch.Tensor | None = None, *,
-                  normalizer: float | None = None) -> torch.Tensor:
-    """Bradley-Terry loss ``mean over valid pairs of -log sigmoid(pos - neg)`` (method.md, 4).
-
-    pos_logits, neg_logits: [P] raw logits of each pair's positive and negative.
-    mask: [P] bool, False for pairs to leave out (their logits may be anything, even NaN).
-    normalizer: divide the summed loss by this instead of the local number of valid pairs
-    (distributed training divides by the global count). No valid pair gives 0 with a graph.
-    """
-    import torch
-    import torch.nn.functional as F
-
+def _check(pos_logits: torch.Tensor, neg_logits: torch.Tensor) -> None:
     if pos_logits.shape != neg_logits.shape or pos_logits.dim() != 1:
         raise ValueError(f"pos and neg logits must both be [P], got {tuple(pos_logits.shape)} "
                          f"and {tuple(neg_logits.shape)}")
-    if mask is None:
-        mask = torch.ones_like(pos_logits, dtype=torch.bool)  # [P]
-    # zero a left-out pair's margin before logsigmoid: where() still multiplies the zero
-    # upstream gradient by logsigmoid's derivative, which is NaN at a NaN margin
-    margin = torch.where(mask, pos_logits - neg_logits, torch.zeros_like(pos_logits))  # [P]
-    per_pair = torch.where(mask, -F.logsigmoid(margin), torch.zeros_like(margin))  # [P]
-    count = float(normalizer) if normalizer is not None else float(mask.sum())
-    return per_pair.sum() / max(count, 1.0)  # []
+
+
+def bradley_terry_loss(pos_logits: torch.Tensor, neg_logits: torch.Tensor, *,
+                       normalizer: float | None = None) -> torch.Tensor:
+    """``sum over pairs of -log sigmoid(pos - neg)``, divided by ``normalizer`` (default P).
+
+    pos_logits, neg_logits: [P] raw logits of each pair's positive and negative.
+    """
+    import torch.nn.functional as F
+
+    _check(pos_logits, neg_logits)
+    per_pair = -F.logsigmoid(pos_logits - neg_logits)  # [P]
+    return per_pair.sum() / max(float(normalizer or len(per_pair)), 1.0)  # []
+
+
+def margin_loss(pos_logits: torch.Tensor, neg_logits: torch.Tensor, margin: float = 1.0, *,
+                normalizer: float | None = None) -> torch.Tensor:
+    """``sum over pairs of max(0, margin - (pos - neg))``, divided by ``normalizer``."""
+    _check(pos_logits, neg_logits)
+    per_pair = (margin - (pos_logits - neg_logits)).clamp(min=0)  # [P]
+    return per_pair.sum() / max(float(normalizer or len(per_pair)), 1.0)  # []
+
+
+def anchor_loss(pos_logits: torch.Tensor, neg_logits: torch.Tensor, *,
+                normalizer: float | None = None) -> torch.Tensor:
+    """``sum over pairs of (BCE(pos, 1) + BCE(neg, 0)) / 2``, divided by ``normalizer``."""
+    import torch.nn.functional as F
+
+    _check(pos_logits, neg_logits)
+    per_pair = (-F.logsigmoid(pos_logits) - F.logsigmoid(-neg_logits)) / 2  # [P]
+    return per_pair.sum() / max(float(normalizer or len(per_pair)), 1.0)  # []
+
+
+def pair_objective(loss: str = "bradley_terry", *, margin: float = 1.0,
+                   anchor_weight: float = 0.0) -> PairObjective:
+    """``f(pos_logits [P], neg_logits [P], normalizer) -> []``: the chosen pairwise loss, plus
+    ``anchor_weight`` times :func:`anchor_loss` when it is positive."""
+    if loss not in PAIR_LOSSES:
+        raise ValueError(f"loss must be one of {', '.join(PAIR_LOSSES)}, got {loss!r}")
+    if anchor_weight < 0:
+        raise ValueError(f"anchor_weight must be >= 0, got {anchor_weight}")
+
+    def objective(pos: torch.Tensor, neg: torch.Tensor, normalizer: float) -> torch.Tensor:
+        if loss == "margin":
+            value = margin_loss(pos, neg, margin, normalizer=normalizer)
+        else:
+            value = bradley_terry_loss(pos, neg, normalizer=normalizer)
+        if anchor_weight:
+            value = value + anchor_weight * anchor_loss(pos, neg, normalizer=normalizer)
+        return value
+
+    return objective

@@ -1,11 +1,20 @@
-"""Cooper's online reward-model update: one pairwise step per RL step (``method.md``, Part 2, 4).
+"""Cooper's online reward-model update: a pairwise step per RL step (``method.md``, Part 2, 4).
 
-:class:`PairwiseUpdater` applies the Bradley-Terry loss (:func:`cooper.rm.losses.pairwise_loss`)
-on raw logits over valid (positive, negative) pairs with AdamW (lr 1e-5, weight decay 0.01),
-gradient clipping at 1.0 and a constant lr; a step whose loss or gradient norm is not finite is
-skipped and counted. Across processes it sums gradients through a caller-given
-``reduce_grads`` and normalises by the global pair count, so every process takes the identical
-step.
+:class:`PairwiseUpdater` minimises a pairwise objective (:func:`cooper.rm.losses.pair_objective`:
+Bradley-Terry by default, as the released code; the margin hinge and an anchor term are
+settings) on raw logits over (positive, negative) pairs with AdamW (lr 1e-5, weight decay 0.01),
+gradient clipping at 1.0 and a constant lr, for ``epochs`` passes over the step's pairs (1 in
+the paper, 3 in the method summary). A pass whose loss or gradient norm is not finite is skipped
+and counted. Across processes it sums gradients through a caller-given ``reduce_grads`` and
+normalises by the global pair count, so every process takes the identical step.
+
+Precision: the trainable weights are kept in float32 (a bfloat16 model's are cast on
+construction) and the forward autocasts to the model's low precision, because an AdamW step of
+about 1e-5 rounds away on most bfloat16 weights. ``changed_fraction`` reports how many trainable
+weights an update moved, so an update that changes nothing shows.
+
+The forward runs with dropout off (as TRL trains the policy), so the pair accuracy measured on
+it before the update is the same measurement a frozen reward model gets in the other arms.
 """
 
 from __future__ import annotations
@@ -17,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cooper.errors import UserError
-from cooper.rm.losses import pairwise_loss
+from cooper.rm.losses import pair_objective
 from cooper.rm.training import param_groups
 
 if TYPE_CHECKING:
@@ -28,49 +37,108 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# changed_fraction compares at most this many trainable elements (evenly spaced in each tensor)
+CHANGE_SAMPLE = 1 << 22
+
 
 @dataclass(frozen=True)
 class PairwiseStats:
     """What one pairwise update did (this process's pairs)."""
 
-    loss: float  # mean loss over this process's pairs (NaN when it had none)
+    loss: float  # mean loss over this process's pairs before the update (NaN when it had none)
     pair_acc_before: float  # fraction ranked right (pos > neg) before the update (NaN: none)
-    grad_norm: float  # total gradient norm before clipping (0 when nothing was updated)
+    grad_norm: float  # total gradient norm of the first pass, before clipping
     pairs: int  # pairs this process contributed
-    skipped: bool  # True when the loss or gradient norm was not finite: no update was made
+    skipped: bool  # True when a pass's loss or gradient norm was not finite: no update was made
+    changed_fraction: float = math.nan  # trainable weights the update changed (NaN: no update)
 
 
 class PairwiseUpdater:
     """Cooper's reward-model update: pairwise loss, AdamW, clipping (``method.md``, Part 2, 4).
 
-    Defaults are the released settings: lr 1e-5, weight decay 0.01, clip 1.0, constant lr.
-    Across processes, pass ``reduce_grads`` (sums a list of gradient tensors in place over
-    all processes, e.g. ``dist.all_reduce`` on each) and ``global_pairs`` (the pair count over
-    all processes): every process then takes the same step and the weights stay identical.
+    Defaults are the released settings: Bradley-Terry, lr 1e-5, weight decay 0.01, clip 1.0,
+    constant lr, one pass. Across processes, pass ``reduce_grads`` (sums a list of gradient
+    tensors in place over all processes) and ``global_pairs`` (the pair count over all
+    processes): every process then takes the same step and the weights stay identical.
     """
 
     def __init__(self, rm: RewardModel, lr: float = 1e-5, weight_decay: float = 0.01,
-                 max_grad_norm: float = 1.0, micro_batch_size: int = 8):
+                 max_grad_norm: float = 1.0, micro_batch_size: int = 8, *,
+                 loss: str = "bradley_terry", margin: float = 1.0, anchor_weight: float = 0.0,
+                 epochs: int = 1):
         import torch
 
-        if not lr > 0 or weight_decay < 0 or not max_grad_norm > 0 or micro_batch_size < 1:
-            raise UserError("PairwiseUpdater needs lr > 0, weight_decay >= 0, max_grad_norm > 0 "
-                            f"and micro_batch_size >= 1 (got {lr}, {weight_decay}, "
-                            f"{max_grad_norm}, {micro_batch_size})")
+        if not lr > 0 or weight_decay < 0 or not max_grad_norm > 0 or micro_batch_size < 1 \
+                or epochs < 1:
+            raise UserError("PairwiseUpdater needs lr > 0, weight_decay >= 0, max_grad_norm > 0, "
+                            f"micro_batch_size >= 1 and epochs >= 1 (got {lr}, {weight_decay}, "
+                            f"{max_grad_norm}, {micro_batch_size}, {epochs})")
+        try:
+            self.objective = pair_objective(loss, margin=margin, anchor_weight=anchor_weight)
+        except ValueError as e:
+            raise UserError(str(e)) from None
         self.rm, self.max_grad_norm, self.micro_batch_size = rm, max_grad_norm, micro_batch_size
+        self.epochs = epochs
+        cast = rm.keep_trainable_in_float32()
+        if cast:
+            log.info("reward model: %d trainable tensors kept in float32 (master weights); the "
+                     "forward runs in %s", cast, next(p.dtype for p in rm.model.parameters()))
         self.params = [p for p in rm.model.parameters() if p.requires_grad]
         if not self.params:
             raise UserError("the reward model has no trainable parameters")
         self.optimizer = torch.optim.AdamW(param_groups(self.params, weight_decay), lr=lr)
+        total = sum(p.numel() for p in self.params)
+        self._stride = max(1, math.ceil(total / CHANGE_SAMPLE))
         self.steps = 0  # updates applied
         self.skipped_steps = 0  # updates refused for a non-finite loss or gradient norm
+
+    def _sample(self) -> list[torch.Tensor]:
+        """Evenly spaced trainable weights (all of them for a model under CHANGE_SAMPLE)."""
+        return [p.detach().reshape(-1)[::self._stride].clone() for p in self.params]
+
+    def _pass(self, positives: Sequence[Triple], negatives: Sequence[Triple], total: int,
+              reduce_grads) -> tuple[float, int, bool, float]:
+        """One pass over the pairs: gradients, summed across processes, clipped.
+
+        Returns (summed loss x total, pairs ranked right, finite, gradient norm).
+        """
+        import torch
+
+        for p in self.params:  # real zeros, so a process with no pairs still sends gradients
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        self.optimizer.zero_grad(set_to_none=False)
+        loss_sum, right, finite = 0.0, 0, True
+        n, m = len(positives), self.micro_batch_size
+        for k in range(0, n, m):
+            pos, neg = positives[k:k + m], negatives[k:k + m]
+            logits = self.rm.logits([*pos, *neg])  # [2m]: positives then negatives
+            pos_l, neg_l = logits[:len(pos)], logits[len(pos):]  # [m], [m]
+            # summed over the chunk and divided by the global count: micro-batches and
+            # processes add up to the mean over all pairs
+            loss = self.objective(pos_l, neg_l, total)
+            if not torch.isfinite(loss):
+                finite = False
+                break
+            loss.backward()
+            loss_sum += loss.item() * total
+            right += int((pos_l > neg_l).sum())
+        grads = [p.grad for p in self.params]
+        if not finite:
+            # poison the gradients rather than return early: the other processes are waiting
+            # in reduce_grads, and a NaN norm after the sum makes them all skip this pass too
+            for g in grads:
+                g.fill_(math.nan)
+        if reduce_grads is not None:
+            reduce_grads(grads)
+        norm = float(torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm))
+        return loss_sum, right, finite, norm
 
     def step(self, positives: Sequence[Triple], negatives: Sequence[Triple], *,
              reduce_grads: Callable[[list[torch.Tensor]], None] | None = None,
              global_pairs: int | None = None) -> PairwiseStats:
-        """One update on pairs ``(positives[i], negatives[i])``; may have zero local pairs."""
-        import torch
-
+        """``epochs`` updates on pairs ``(positives[i], negatives[i])``; may have zero local
+        pairs. Loss and pair accuracy are those of the first pass, before any update."""
         n = len(positives)
         if len(negatives) != n:
             raise ValueError(f"{n} positives but {len(negatives)} negatives: pairs go together")
@@ -85,48 +153,33 @@ class PairwiseUpdater:
 
         model = self.rm.model
         was_training = model.training
-        model.train()
-        for p in self.params:  # real zeros, so a process with no pairs still sends gradients
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-        self.optimizer.zero_grad(set_to_none=False)
-        loss_sum, right, finite = 0.0, 0, True
-        for k in range(0, n, self.micro_batch_size):
-            pos, neg = positives[k:k + self.micro_batch_size], negatives[k:k + self.micro_batch_size]
-            logits = self.rm.logits([*pos, *neg])  # [2m]: positives then negatives
-            pos_l, neg_l = logits[:len(pos)], logits[len(pos):]  # [m], [m]
-            # summed over the chunk and divided by the global count: micro-batches and
-            # processes add up to the mean over all pairs
-            loss = pairwise_loss(pos_l, neg_l, normalizer=total)
-            if not torch.isfinite(loss):
-                finite = False
+        model.eval()  # dropout off: gradients still flow (see the module docstring)
+        before = self._sample()
+        first: tuple[float, int, bool, float] | None = None
+        skipped = False
+        for _ in range(self.epochs):
+            loss_sum, right, finite, norm = self._pass(positives, negatives, total, reduce_grads)
+            first = first or (loss_sum, right, finite, norm)
+            if not math.isfinite(norm):  # every process sees the same summed norm
+                self.optimizer.zero_grad(set_to_none=False)
+                self.skipped_steps += 1
+                skipped = True
+                log.warning("reward-model update skipped: gradient norm %s (%d skipped so far)",
+                            norm, self.skipped_steps)
                 break
-            loss.backward()
-            loss_sum += loss.item() * total
-            right += int((pos_l > neg_l).sum())
-        grads = [p.grad for p in self.params]
-        if not finite:
-            # poison the gradients rather than return early: the other processes are waiting
-            # in reduce_grads, and a NaN norm after the sum makes them all skip this step too
-            for g in grads:
-                g.fill_(math.nan)
-        if reduce_grads is not None:
-            reduce_grads(grads)
-        norm = float(torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm))
-        skipped = not math.isfinite(norm)
-        if skipped:
-            self.optimizer.zero_grad(set_to_none=False)
-            self.skipped_steps += 1
-            log.warning("reward-model update skipped: gradient norm %s (%d skipped so far)",
-                        norm, self.skipped_steps)
-        else:
             self.optimizer.step()
+        if not skipped:
             self.steps += 1
         model.train(was_training)
+        after = self._sample()
+        changed = sum(int((a != b).sum()) for a, b in zip(after, before, strict=True))
+        sampled = sum(len(b) for b in before)
+        loss_sum, right, finite, norm = first
         return PairwiseStats(
             loss=loss_sum / n if n and finite else math.nan,
             pair_acc_before=right / n if n and finite else math.nan,
-            grad_norm=norm, pairs=n, skipped=skipped)
+            grad_norm=norm, pairs=n, skipped=skipped,
+            changed_fraction=changed / sampled)
 
     def state_dict(self) -> dict[str, Any]:
         """Optimizer state and counters (weights are saved with :meth:`RewardModel.save`).

@@ -1,0 +1,110 @@
+"""Negatives from the policy's own rollouts: hardest first, per positive, and the lenient guard.
+
+A rollout the strict verifier calls wrong is a negative only when the lenient reading (its
+last number) agrees: "2 + 2 makes 4" has no boxed answer, so the strict parser misses it, but
+it is a correct answer and must never be taught as a wrong one.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import pytest
+
+from cooper.config import load_config
+from cooper.rl.pairs import rollout_negatives
+from cooper.rl.step import CooperReward
+from cooper.rm.update import PairwiseStats
+from cooper.types import Rollout
+from cooper.verify.verifier import verify_batch
+
+
+def R(text, correct, score, pid="p"):
+    return Rollout(pid, "What is 2 + 2?", "4", text, correct, None, score)
+
+
+def test_hardest_first_each_text_once_at_most_k():
+    pos = R("so \\boxed{4}", True, 0.9)
+    group = [pos, R("a", False, 0.2), R("b", False, 0.8), R("b", False, 0.8), R("c", False, None),
+             R("d", False, 0.5), R("e", True, 0.7), R("x", False, 0.99, pid="other")]
+    assert [r.completion for r in rollout_negatives(pos, group, 2)] == ["b", "d"]
+    assert [r.completion for r in rollout_negatives(pos, group, 10)] == ["b", "d", "a", "c"]
+    assert [r.completion for r in rollout_negatives(pos, group, 10, excluded={"b"})] == \
+        ["d", "a", "c"]
+    assert rollout_negatives(pos, [pos, R("e", True, 0.1)], 2) == []
+    with pytest.raises(ValueError):
+        rollout_negatives(pos, group, 0)
+
+
+class ScoresByText:
+    def __init__(self, scores: dict[str, float]):
+        self.scores = scores
+
+    def score(self, triples, batch_size=16, **_):
+        return [self.scores[t.completion] for t in triples]
+
+
+class RecordingUpdater:
+    def __init__(self):
+        self.calls = []
+
+    def step(self, positives, negatives, *, reduce_grads=None, global_pairs=None):
+        self.calls.append(([t.completion for t in positives], [t.completion for t in negatives]))
+        return PairwiseStats(0.3, 1.0, 0.1, len(positives), False, 1.0)
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_cooper_pairs_each_positive_with_its_hardest_trusted_wrong_rollouts(k):
+    texts = {"so \\boxed{4}": 0.6,           # correct: the positive
+             "2 + 2 makes 4": 0.95,          # strict: no answer; lenient: correct -> ambiguous
+             "so \\boxed{5}": 0.9,           # wrong, the hardest
+             "so \\boxed{6}": 0.5,
+             "so \\boxed{7}": 0.2}
+    cfg = load_config(None, ["reward.mode=cooper", "reward.model=x", "rm_update.negatives=rollouts",
+                             f"rm_update.negatives_per_positive={k}"])
+    updater = RecordingUpdater()
+    cooper = CooperReward(cfg, rm=ScoresByText(texts), updater=updater,
+                          verify=partial(verify_batch, mode="strict"),
+                          verify_lenient=partial(verify_batch, mode="lenient"))
+    completions = list(texts)
+    rollouts, stats, _ = cooper.score(["p"] * 5, ["What is 2 + 2?"] * 5, ["4"] * 5, completions,
+                                      step=1)
+    assert [r.correct for r in rollouts] == [True, False, False, False, False]
+    st = cooper.update()
+    expected = ["so \\boxed{5}", "so \\boxed{6}"][:k]
+    assert updater.calls == [(["so \\boxed{4}"] * k, expected)]
+    assert (st.pairs, st.pairs_rollout, st.pairs_assistant) == (k, k, 0)
+    assert st.negatives_ambiguous == 1 and st.dropped == 0
+    assert st.loss == pytest.approx(0.3) and st.changed_fraction == 1.0
+    # the calibration-free metrics of the step: the top score (0.95) went to a wrong rollout
+    assert stats.top_wrong == 1.0 and 0 < stats.group_auroc < 1
+
+
+def test_both_sources_make_pairs_and_rollouts_need_no_assistant():
+    from cooper.rl.negatives import NegativeWriter, RewriteNegatives
+
+    texts = {"2 + 2 = 4. The answer is \\boxed{4}.": 0.6, "so \\boxed{5}": 0.9}
+    refs = ["4", "4"]
+    verify = partial(verify_batch, mode="strict")
+    for mode, assistant_pairs in (("rollouts", 0), ("both", 1), ("assistant", 1)):
+        cfg = load_config(None, ["reward.mode=cooper", "reward.model=x",
+                                 f"rm_update.negatives={mode}", "assistant.backend=rewrite"])
+        writer = (NegativeWriter(RewriteNegatives(), None, verify, 1) if mode != "rollouts"
+                  else None)
+        cooper = CooperReward(cfg, rm=ScoresByText(texts), updater=RecordingUpdater(),
+                              verify=verify, negatives=writer)
+        cooper.score(["p", "p"], ["q", "q"], refs, list(texts), step=0)
+        st = cooper.update()
+        rollout_pairs = 0 if mode == "assistant" else 1
+        assert (st.pairs_rollout, st.pairs_assistant) == (rollout_pairs, assistant_pairs), mode
+        assert st.pairs == rollout_pairs + assistant_pairs
+
+
+def test_a_positive_without_a_wrong_rollout_is_counted_as_dropped():
+    cfg = load_config(None, ["reward.mode=rm", "reward.model=x", "rm_update.negatives=rollouts"])
+    cooper = CooperReward(cfg, rm=ScoresByText({"so \\boxed{4}": 0.5, "x \\boxed{4}": 0.4}),
+                          updater=None, verify=partial(verify_batch, mode="strict"))
+    cooper.score(["p", "p"], ["q", "q"], ["4", "4"], ["so \\boxed{4}", "x \\boxed{4}"], step=0)
+    st = cooper.update()
+    assert (st.positives, st.pairs, st.dropped) == (1, 0, 1) and st.loss is None
+    assert st.grad_norm is None and not st.updated  # a frozen reward model is never updated
