@@ -159,21 +159,23 @@ def step_rows(out: Path) -> list[dict]:
             for r in metrics(out) if "loss" in r]
 
 
-def test_killed_while_checkpointing_then_mid_step_resumes_bit_for_bit(arith, tmp_path):
+@pytest.mark.parametrize("negatives", ["assistant", "rollouts", "both"])
+def test_killed_while_checkpointing_then_mid_step_resumes_bit_for_bit(arith, tmp_path, negatives):
+    mode = f"rm_update.negatives={negatives}"
     full = tmp_path / "full"
-    run_cli(*args(arith, full))
+    run_cli(*args(arith, full), mode)
 
     out = tmp_path / "killed"
     # 1. killed while writing checkpoint-k: only the staged folder exists, never checkpoint-k
-    k = kill_while_writing_a_checkpoint(arith, out)
+    k = kill_while_writing_a_checkpoint(arith, out, mode)
     assert not (out / f"checkpoint-{k}").exists() and complete(out, k - 1)
     # 2. resumed from checkpoint-(k-1), the half-written one reported and discarded; killed
     #    again in the middle of step k+1
-    log = kill_mid_step(arith, out, k, "--resume")
+    log = kill_mid_step(arith, out, k, "--resume", mode)
     assert f"discarding incomplete checkpoint {staged(out, k)}" in log
     assert f"resuming from {out / f'checkpoint-{k - 1}'}" in log
     # 3. resumed from checkpoint-k, to the end
-    done = run_cli(*args(arith, out), "--resume")
+    done = run_cli(*args(arith, out), "--resume", mode)
     assert f"resuming from {out / f'checkpoint-{k}'}" in done.stderr
     assert not (out / ".staging").exists()
 
@@ -190,6 +192,8 @@ def test_killed_while_checkpointing_then_mid_step_resumes_bit_for_bit(arith, tmp
     # every step's numbers (losses, rewards, reward-model update) are the same, none repeated
     assert step_rows(out) == step_rows(full)
     assert [r["step"] for r in step_rows(out)] == list(range(1, STEPS + 1))
+    pairs = "rm/pairs_rollout" if negatives == "rollouts" else "rm/pairs_assistant"
+    assert sum(r[pairs] for r in step_rows(out)) > 0  # the mode under test made its pairs
 
 
 def test_incomplete_checkpoints_are_reported_and_skipped(tmp_path, caplog):

@@ -108,3 +108,37 @@ def test_a_positive_without_a_wrong_rollout_is_counted_as_dropped():
     st = cooper.update()
     assert (st.positives, st.pairs, st.dropped) == (1, 0, 1) and st.loss is None
     assert st.grad_norm is None and not st.updated  # a frozen reward model is never updated
+
+
+class LogitsByText(ScoresByText):
+    """A frozen reward model measured on pairs: logits in chunks, recorded, in eval mode."""
+
+    def __init__(self, scores):
+        super().__init__(scores)
+        import torch
+
+        self.model, self.chunks = torch.nn.Dropout(0.5), []
+
+    def logits(self, triples):
+        import torch
+
+        assert not self.model.training, "pairs must be measured with dropout off"
+        self.chunks.append(len(triples))
+        return torch.tensor([self.scores[t.completion] for t in triples])
+
+
+def test_a_frozen_reward_model_is_measured_in_micro_batches_with_dropout_off():
+    texts = {f"so \\boxed{{4}}{' ' * i}": 1.0 for i in range(3)}
+    texts |= {f"so \\boxed{{{5 + i}}}": 0.0 for i in range(3)}
+    cfg = load_config(None, ["reward.mode=rm", "reward.model=x", "rm_update.negatives=rollouts",
+                             "rm_update.positives_per_prompt=3", "rm_update.negatives_per_positive=3",
+                             "rm_update.micro_batch_size=2"])
+    rm = LogitsByText(texts)
+    cooper = CooperReward(cfg, rm=rm, updater=None, verify=partial(verify_batch, mode="strict"))
+    cooper.score(["p"] * 6, ["q"] * 6, ["4"] * 6, list(texts), step=0)
+    st = cooper.update()
+    assert st.pairs == 9 and st.pair_acc_before == 1.0
+    assert max(rm.chunks) <= 2 * 2 and sum(rm.chunks) == 2 * 9  # never all pairs at once
+    # -log sigmoid(1 - 0) = 0.313262 for every pair
+    assert st.loss == pytest.approx(0.313262, abs=1e-6)
+    assert rm.model.training  # put back as it was

@@ -202,3 +202,19 @@ def test_rm_update_train_layers_beyond_the_model_is_a_clear_error(arith, tmp_pat
                               "rm_update.train_layers=99"), check=False)
     assert proc.returncode == 2 and "rm_update.train_layers" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("negatives", ["rollouts", "both"])
+def test_rollout_negatives_make_pairs_and_update_the_reward_model(arith, tmp_path, negatives):
+    out = tmp_path / negatives
+    run_cli(*tiny_args(arith, out, "cooper", "rollout.prompts_per_step=4",
+                       "assistant.backend=rewrite", f"rm_update.negatives={negatives}"))
+    steps = [r for r in metrics(out) if r["step"] >= 1 and "loss" in r]
+    assert sum(r["rm/pairs_rollout"] for r in steps) > 0
+    if negatives == "rollouts":  # nothing written from a positive: no decoding, no rewrite
+        assert all(r["rm/pairs_assistant"] == 0 and r["perf/negatives_total"] == 0 for r in steps)
+    else:
+        assert sum(r["rm/pairs_assistant"] for r in steps) > 0
+    assert all(r["rm/pairs"] == r["rm/pairs_rollout"] + r["rm/pairs_assistant"] for r in steps)
+    assert all(r["rm/changed_fraction"] > 0.5 for r in steps if r["rm/pairs"] > 0)
+    assert_changed(weights(arith / "reward"), weights(out / "reward_model"), "reward-model")

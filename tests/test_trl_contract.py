@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from trl import GRPOTrainer
 
 from conftest import run_cli
@@ -95,6 +96,9 @@ def test_each_override_ran_in_a_tiny_run(tiny_models, tmp_path):
         assert marker.is_file(), "_save_checkpoint override did not stage the checkpoint"
         assert json.loads(marker.read_text())["step"] == n
     assert not (out / ".staging").exists()
+    recorded = yaml.safe_load((out / "config.yaml").read_text())["grpo"]
+    assert recorded["scale_rewards"] == "group" and recorded["num_iterations"] == 1
+    assert recorded["steps_per_generation"] == 2 and recorded["reward_weights"] == [1.0]
     assert not list(Path(out).glob("checkpoint-*/checkpoint-*")), "_get_output_dir not used"
 
 
@@ -105,3 +109,15 @@ def test_cooper_trainer_overrides_exist(name):
 
     source = inspect.getsource(trainer)
     assert f"def {name}(" in source or f".{name}(" in source or f"self.{name}" in source
+
+
+def test_print_config_shows_every_pinned_grpo_setting():
+    from cooper.rl.trainer import GRPO_PINNED
+
+    out = run_cli("train", "--config", "demo_cpu", "reward.mode=cooper", "reward.model=x",
+                  "policy.scale_rewards=none", "--print-config").stdout
+    grpo = yaml.safe_load(out)["grpo"]
+    assert set(grpo) == set(GRPO_PINNED)
+    assert grpo["scale_rewards"] == "none"  # from our setting, not TRL's default
+    assert grpo["multi_objective_aggregation"] == "sum_then_normalize"
+    assert grpo["reward_weights"] == [0.0, 1.0]  # the verifier column is logged, not optimised
