@@ -44,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.verbose:  # one INFO line per HTTP request would bury the progress lines
         for name in ("httpx2", "openai"):
             logging.getLogger(name).setLevel(logging.WARNING)
+        # nor a "Loading weights" bar per model load (read when transformers is imported)
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:
         keep_freed_memory()  # before any tensor exists: steps reuse memory, not fault it in
         return int(args.func(args) or 0)

@@ -19,6 +19,7 @@ unit and smoke tests.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import string
@@ -32,6 +33,8 @@ from cooper.infra import embedded
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = embedded.EMBEDDED_NAME
 
@@ -124,11 +127,29 @@ def load_sequence_classifier(name_or_path: str | os.PathLike = DEFAULT_MODEL, *,
     non-pad token, and fails on batches without it.
     """
     from transformers import AutoModelForSequenceClassification
+    from transformers.utils import logging as hf_logging
 
     path = resolve(name_or_path)
     tok = load_tokenizer(path, trust_remote_code=trust_remote_code)
-    model = AutoModelForSequenceClassification.from_pretrained(
-        path, num_labels=1, trust_remote_code=trust_remote_code, dtype=dtype or "auto", **kwargs)
+    # transformers reports a new score head as a table of MISSING / UNEXPECTED keys; a head we
+    # initialise on purpose is said once in plain words instead (cooper -v keeps the table)
+    verbose = log.isEnabledFor(logging.DEBUG)
+    before = hf_logging.get_verbosity()
+    if not verbose:
+        hf_logging.set_verbosity_error()
+    try:
+        model, info = AutoModelForSequenceClassification.from_pretrained(
+            path, num_labels=1, trust_remote_code=trust_remote_code, dtype=dtype or "auto",
+            output_loading_info=True, **kwargs)
+    finally:
+        hf_logging.set_verbosity(before)
+    missing = [k for k in info.get("missing_keys", []) if k]
+    if any(k.startswith("score.") for k in missing):
+        log.info("reward head initialised: %s has not been trained as a reward model yet", path)
+    other = [k for k in missing if not k.startswith("score.")]
+    if other:
+        log.warning("%s: %d weights missing from the checkpoint were initialised at random "
+                    "(%s, ...): is this the model you meant?", path, len(other), other[0])
     model.config.pad_token_id = tok.pad_token_id
     return model
 

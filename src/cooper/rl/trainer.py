@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import TrainerCallback
+from transformers import PrinterCallback, ProgressCallback, TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from cooper.config.train import Payer, TrainConfig
@@ -43,6 +43,7 @@ from cooper.errors import UserError
 from cooper.infra.collective import Collective
 from cooper.infra.models import load_causal_lm, load_tokenizer
 from cooper.rl.checkpoints import COMPLETE_MARKER, STAGING, rotate, save_reward_model_state
+from cooper.rl.console import ConsoleCallback
 from cooper.rl.negatives import negative_writer
 from cooper.rl.pairs import RolloutStats
 from cooper.rl.step import CooperReward, Stage2Stats
@@ -233,6 +234,11 @@ class CooperTrainer(GRPOTrainer):
             collective=collective)
         self.add_callback(Stage2Callback(self))
         self.add_callback(StepTimer(self))
+        # one plain line per step instead of TRL's metrics dictionary (cooper -v keeps both)
+        if not logging.getLogger("cooper").isEnabledFor(logging.DEBUG):
+            self.remove_callback(ProgressCallback)
+            self.remove_callback(PrinterCallback)
+        self.add_callback(ConsoleCallback())
         if metrics_path is not None:
             self.add_callback(MetricsFileCallback(metrics_path))
         if cfg.validation.enabled:
