@@ -16,6 +16,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from cooper.infra.files import write_atomic
+
 PACKAGES = ("cooper-rl", "torch", "transformers", "trl", "accelerate", "math-verify")
 
 
@@ -59,5 +61,5 @@ def save(result: dict[str, Any], out: str | os.PathLike | None, command: str) ->
     if out:
         path = Path(out)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text + "\n")
+        write_atomic(path, text + "\n")
     return full

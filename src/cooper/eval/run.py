@@ -53,6 +53,7 @@ from cooper.eval.sampling import (
     sample_chunk,
     summarize,
 )
+from cooper.infra.files import remove_temp_files, write_atomic, write_json
 from cooper.infra.generation import Generator, SamplingConfig, load_generator
 from cooper.types import Problem
 
@@ -165,21 +166,6 @@ def protocol(settings: EvalSettings, benchmarks: Sequence[Benchmark]) -> dict[st
 
 # ------------------------------------------------------------------ files
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Write-then-rename: readers see the old file or the complete new one, never a part."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)  # make the rename itself survive a power cut
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _to_jsonl(records: Sequence[SampleRecord]) -> str:
     return "".join(json.dumps(asdict(r), ensure_ascii=False) + "\n" for r in records)
 
@@ -207,7 +193,7 @@ def _check_protocol(out: Path, proto: dict[str, Any]) -> bool:
         if any(p.name != ".lock" for p in out.iterdir()):
             raise UserError(f"{out} is not empty and holds no cooper eval run (no run.json); "
                             "pick a new --out folder")
-        _write_atomic(path, json.dumps(proto, indent=2) + "\n")
+        write_json(path, proto)
         return False
     old = json.loads(path.read_text())
     if old != proto:
@@ -309,8 +295,7 @@ def _run_benchmark(bench: Benchmark, out: Path, settings: EvalSettings,
                      json.loads(done_path.read_text())["compute_time_s"])
     chunk_dir = out / "chunks" / bench.name
     chunk_dir.mkdir(parents=True, exist_ok=True)
-    for tmp in chunk_dir.glob(".*.tmp-*"):  # a write cut short by a kill
-        tmp.unlink()
+    remove_temp_files(chunk_dir)  # a write cut short by a kill
     chunks = chunk_problems(bench.problems, settings.chunk_size)
     stored = {i: c for i in range(len(chunks))
               if (c := _read_chunk(chunk_dir, i, chunks[i], n)) is not None}
@@ -333,15 +318,15 @@ def _run_benchmark(bench: Benchmark, out: Path, settings: EvalSettings,
         stored[i] = {"chunk": i, "problem_ids": [p.id for p in chunks[i]],
                      "compute_time_s": time.perf_counter() - t0,
                      "samples": [asdict(r) for r in records]}
-        _write_atomic(chunk_dir / f"{i:05d}.json", json.dumps(stored[i]))
+        write_json(chunk_dir / f"{i:05d}.json", stored[i], indent=None)
         computed += len(records)
     bar.close()
     samples = [_record(r, str(chunk_dir)) for i in range(len(chunks))
                for r in stored[i]["samples"]]
     seconds = sum(c["compute_time_s"] for c in stored.values())
     # samples file first, then the marker: a kill in between leaves the chunks to merge again
-    _write_atomic(samples_path, _to_jsonl(samples))
-    _write_atomic(done_path, json.dumps({"num_samples": len(samples), "compute_time_s": seconds}))
+    write_atomic(samples_path, _to_jsonl(samples))
+    write_json(done_path, {"num_samples": len(samples), "compute_time_s": seconds}, indent=None)
     shutil.rmtree(chunk_dir)
     return _Done(samples, computed, before, seconds)
 
@@ -404,7 +389,7 @@ def _write_results(out: Path, r: RunResult, settings: EvalSettings) -> None:
         "platform": platform.platform(),
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
-    _write_atomic(out / "results.json", json.dumps(doc, indent=2) + "\n")
+    write_json(out / "results.json", doc)
 
 
 def format_summary(r: RunResult) -> str:

@@ -50,6 +50,7 @@ from cooper.config import (
     read_settings_file,
 )
 from cooper.errors import UserError
+from cooper.infra.files import read_json, write_atomic, write_json
 
 log = logging.getLogger(__name__)
 
@@ -208,19 +209,6 @@ def load_experiment(preset: str, overrides: list[str] | None = None) -> Experime
     return exp
 
 
-# ------------------------------------------------------------------ small file helpers
-
-def _write_json(path: Path, obj: Any) -> None:
-    """Written to a temporary name and renamed: a marker file is complete or absent."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=str) + "\n")
-    os.replace(tmp, path)
-
-
-def _read_json(path: Path) -> Any | None:
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
 def versions() -> dict[str, str]:
     """Software the experiment ran with (shown in the report)."""
     from importlib.metadata import PackageNotFoundError, version
@@ -312,7 +300,7 @@ def _train_initial_rm(exp: ExperimentConfig, base: str, data: Path, out: Path) -
 def run_setup(exp: ExperimentConfig, out: Path) -> Setup:
     """Stage 1 (skipped when ``OUT/setup/setup.json`` exists)."""
     folder = out / "setup"
-    done = _read_json(folder / "setup.json")
+    done = read_json(folder / "setup.json")
     if done:
         log.info("setup: complete, reused")
         return Setup(**done["setup"])
@@ -339,8 +327,8 @@ def run_setup(exp: ExperimentConfig, out: Path) -> Setup:
     info["probe_accuracy"] = _probe_accuracy(reward_model, probe)
     setup = Setup(policy, reward_model, probe)
     info["initial_eval"] = evaluate_policy(exp, policy, folder / "initial_eval.json")
-    _write_json(folder / "setup.json", {"setup": dataclasses.asdict(setup), **info,
-                                        "seconds": time.perf_counter() - t0})
+    write_json(folder / "setup.json", {"setup": dataclasses.asdict(setup), **info,
+                                       "seconds": time.perf_counter() - t0}, default=str)
     return setup
 
 
@@ -379,7 +367,7 @@ def evaluate_policy(exp: ExperimentConfig, model: str, path: Path) -> dict[str, 
     result = {"benchmarks": scores,
               "average": sum(v["accuracy"] for v in scores.values()) / len(scores),
               "seconds": time.perf_counter() - t0}
-    _write_json(path, result)
+    write_json(path, result, default=str)
     return result
 
 
@@ -405,22 +393,22 @@ def run_arm(exp: ExperimentConfig, arm: str, out: Path, setup: Setup) -> dict[st
     from cooper.rl.trainer import complete_checkpoints
 
     folder = out / "arms" / arm
-    done = _read_json(folder / "arm.json")
+    done = read_json(folder / "arm.json")
     if done:
         log.info("arm %s: complete, skipped", arm)
         return done
-    trained = _read_json(folder / "trained.json")
+    trained = read_json(folder / "trained.json")
     if not trained:
         resume = bool(complete_checkpoints(folder))
         log.info("arm %s: %s", arm, "resuming" if resume else "training")
         result = run(arm_config(exp, arm, out, setup), resume=resume)
         trained = {"steps": result.steps, "seconds": result.seconds,
                    "resumed_from": str(result.resumed_from.name) if result.resumed_from else None}
-        _write_json(folder / "trained.json", trained)
+        write_json(folder / "trained.json", trained, default=str)
         gc.collect()
     final = evaluate_policy(exp, str(folder / "policy"), folder / "final_eval.json")
     done = {"arm": arm, "train": trained, "final_eval": final}
-    _write_json(folder / "arm.json", done)
+    write_json(folder / "arm.json", done, default=str)
     return done
 
 
@@ -435,7 +423,7 @@ def _check_same_settings(exp: ExperimentConfig, out: Path) -> None:
                             f"{'; ...' if len(diff) > 5 else ''}): rerun with the same preset and "
                             "overrides to continue it, or choose another --out")
     else:
-        path.write_text(yaml.safe_dump(now, sort_keys=False))
+        write_atomic(path, yaml.safe_dump(now, sort_keys=False))
 
 
 def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
@@ -453,14 +441,14 @@ def run_experiment(exp: ExperimentConfig, out: str | os.PathLike) -> dict[str, A
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     _check_same_settings(exp, out)
-    status = _read_json(out / STATUS_FILE) or {"experiment": "hacking", "sessions": []}
+    status = read_json(out / STATUS_FILE) or {"experiment": "hacking", "sessions": []}
     status["versions"] = versions()
     session = {"started": time.strftime("%Y-%m-%d %H:%M:%S"), "seconds": None}
     status["sessions"].append(session)
-    _write_json(out / STATUS_FILE, status)
+    write_json(out / STATUS_FILE, status, default=str)
     t0 = time.perf_counter()
     setup = run_setup(exp, out)
     results = {arm: run_arm(exp, arm, out, setup) for arm in exp.arm_list}
     session["seconds"] = time.perf_counter() - t0
-    _write_json(out / STATUS_FILE, status)
+    write_json(out / STATUS_FILE, status, default=str)
     return results

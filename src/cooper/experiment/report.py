@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 
 from cooper.errors import UserError
+from cooper.infra.files import read_json
 
 ARM_LABELS = {"rule": "rule (verifier)", "rm": "fixed RM", "cooper": "Cooper"}
 ARM_COLORS = {"rule": "#4c72b0", "rm": "#c44e52", "cooper": "#55a868"}
@@ -70,14 +71,10 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
 
 
-def _read_json(path: Path) -> Any | None:
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
 def load_arms(folder: Path, names: list[str]) -> list[Arm]:
     return [Arm(n, _read_jsonl(folder / "arms" / n / "metrics.jsonl"),
-                _read_json(folder / "arms" / n / "final_eval.json"),
-                _read_json(folder / "arms" / n / "trained.json")) for n in names]
+                read_json(folder / "arms" / n / "final_eval.json"),
+                read_json(folder / "arms" / n / "trained.json")) for n in names]
 
 
 # ------------------------------------------------------------------ figures (pure functions)
@@ -304,8 +301,8 @@ def build_report(folder: str | Path, out: str | Path | None = None) -> ReportPat
         raise UserError(f"{folder} is not an experiment folder (no experiment.yaml); run "
                         "`cooper experiment hacking --preset NAME --out DIR` first")
     settings = yaml.safe_load(settings_file.read_text())
-    status = _read_json(folder / "experiment.json") or {}
-    setup = _read_json(folder / "setup" / "setup.json")
+    status = read_json(folder / "experiment.json") or {}
+    setup = read_json(folder / "setup" / "setup.json")
     names = [a.strip() for a in settings["arms"].split(",") if a.strip()]
     arms = load_arms(folder, names)
     report_dir = Path(out) if out else folder / "report"

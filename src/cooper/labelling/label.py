@@ -36,6 +36,7 @@ import pyarrow as pa
 from cooper.data.problems import DataError, _iter_rows, is_local_file
 from cooper.errors import UserError
 from cooper.infra.chunks import ChunkStore, Row
+from cooper.infra.files import write_atomic
 from cooper.labelling import collect
 from cooper.labelling.judge import JudgeItem
 
@@ -242,7 +243,5 @@ def label(in_path: str | os.PathLike, out: str | os.PathLike, judge: Judge | Non
     stats = compute_stats(final, policy, judge_name)
     if judge is not None:
         stats.judge_endpoint = judge.metrics()
-    tmp = stats_path.with_name(f".tmp-{stats_path.name}")
-    tmp.write_text(stats.to_json() + "\n")
-    os.replace(tmp, stats_path)
+    write_atomic(stats_path, stats.to_json() + "\n")
     return stats
