@@ -32,7 +32,6 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from cooper import __version__
 from cooper.data.problems import (
     BUILTIN_SPLITS,
     DEFAULT_MAX_ROW_BYTES,
@@ -53,6 +52,7 @@ from cooper.eval.sampling import (
     sample_chunk,
     summarize,
 )
+from cooper.infra.environment import PACKAGES, environment
 from cooper.infra.files import remove_temp_files, write_atomic, write_json
 from cooper.infra.generation import Generator, SamplingConfig, load_generator
 from cooper.types import Problem
@@ -357,24 +357,8 @@ def average(metrics: Sequence[BenchmarkMetrics]) -> dict[str, Any]:
             "pass_at_k": {k: mean([m.pass_at_k[k] for m in metrics]) for k in sorted(ks)}}
 
 
-def _versions(backend: str) -> dict[str, str | None]:
-    from importlib import metadata
-
-    out = {}
-    for pkg in ("cooper-rl", "torch", "transformers", "math-verify",
-                *(("vllm",) if backend == "vllm" else ())):
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            out[pkg] = None
-    out["cooper-rl"] = out["cooper-rl"] or __version__
-    return out
-
-
 def _write_results(out: Path, r: RunResult, settings: EvalSettings) -> None:
-    import platform
-    import sys
-
+    packages = (*PACKAGES, "vllm") if settings.backend == "vllm" else PACKAGES
     doc = {
         "protocol": r.protocol,
         "benchmarks": {m.benchmark: {**asdict(m), "compute_time_s": r.compute_time_s[m.benchmark]}
@@ -384,10 +368,8 @@ def _write_results(out: Path, r: RunResult, settings: EvalSettings) -> None:
         "samples_reused": r.samples_reused,
         "wall_time_s": r.wall_time_s,
         "compute_time_s": sum(r.compute_time_s.values()),
-        "versions": _versions(settings.backend),
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        # no hardware: a finished run is rerun without importing torch
+        **environment(packages, hardware=False),
     }
     write_json(out / "results.json", doc)
 

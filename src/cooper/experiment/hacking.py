@@ -30,7 +30,6 @@ import dataclasses
 import json
 import logging
 import os
-import platform
 import random
 import shutil
 import time
@@ -50,6 +49,7 @@ from cooper.config import (
     read_settings_file,
 )
 from cooper.errors import UserError
+from cooper.infra.environment import PACKAGES, environment, software_table
 from cooper.infra.files import read_json, write_atomic, write_json
 
 log = logging.getLogger(__name__)
@@ -207,25 +207,6 @@ def load_experiment(preset: str, overrides: list[str] | None = None) -> Experime
     apply_settings(exp.train, train_data, prefix="train.")
     apply_settings(exp.train, train_over, prefix="train.")
     return exp
-
-
-def versions() -> dict[str, str]:
-    """Software the experiment ran with (shown in the report)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    import torch
-
-    from cooper import __version__
-
-    out = {"cooper-rl": __version__, "python": platform.python_version()}
-    for pkg in ("torch", "transformers", "trl", "accelerate", "math-verify", "vllm"):
-        try:
-            out[pkg] = version(pkg)
-        except PackageNotFoundError:
-            pass
-    out["device"] = (f"cuda ({torch.cuda.get_device_name(0)})" if torch.cuda.is_available()
-                     else f"cpu ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads)")
-    return out
 
 
 # ------------------------------------------------------------------ stage 1: setup
@@ -442,7 +423,7 @@ def run_experiment(exp: ExperimentConfig, out: str | os.PathLike) -> dict[str, A
     out.mkdir(parents=True, exist_ok=True)
     _check_same_settings(exp, out)
     status = read_json(out / STATUS_FILE) or {"experiment": "hacking", "sessions": []}
-    status["versions"] = versions()
+    status["versions"] = software_table(environment((*PACKAGES, "vllm")))
     session = {"started": time.strftime("%Y-%m-%d %H:%M:%S"), "seconds": None}
     status["sessions"].append(session)
     write_json(out / STATUS_FILE, status, default=str)
