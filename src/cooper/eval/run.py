@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from cooper.config.protocol import PAPER_SAMPLES, PAPER_TEMPERATURE, PAPER_TOP_P
 from cooper.data.problems import (
     BUILTIN_SPLITS,
     DEFAULT_MAX_ROW_BYTES,
@@ -68,7 +69,8 @@ class EvalSettings:
 
     model: str
     benchmarks: tuple[str, ...]  # built-in names and/or .jsonl/.json/.parquet paths
-    sampling: SamplingConfig = SamplingConfig(n=8, temperature=0.7, top_p=0.95)
+    sampling: SamplingConfig = SamplingConfig(n=PAPER_SAMPLES, temperature=PAPER_TEMPERATURE,
+                                              top_p=PAPER_TOP_P)
     backend: str = "hf"
     limit: int | None = None  # first N problems of each benchmark
     prompt_template: str | None = None  # user message with {question}; None: the default

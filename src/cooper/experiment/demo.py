@@ -86,6 +86,7 @@ def _header(i: int, text: str) -> None:
 
 def run_demo(settings: DemoSettings) -> DemoSummary:
     """Run every stage; returns the summary (also written to ``OUT/summary.json``)."""
+    from cooper.config.protocol import PAPER_TEMPERATURE, PAPER_TOP_P
     from cooper.config.train import load_config
     from cooper.data.problems import load_problems
     from cooper.infra import embedded
@@ -119,7 +120,7 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
     stage("train VerifyRM", t0, f"held-out accuracy {heldout_acc:.2f}", rm_dir)
 
     held_out = list(load_problems(s.dataset, "test", limit=s.eval_problems))
-    sampling = SamplingConfig(n=1, temperature=0.7, top_p=0.95,
+    sampling = SamplingConfig(n=1, temperature=PAPER_TEMPERATURE, top_p=PAPER_TOP_P,
                               max_new_tokens=s.eval_max_new_tokens, seed=s.seed)
 
     _header(4, f"evaluate the initial policy on {len(held_out)} {s.dataset} test problems")

@@ -48,6 +48,7 @@ from cooper.config import (
     preset_dir,
     read_settings_file,
 )
+from cooper.config.protocol import PAPER_TEMPERATURE, PAPER_TOP_P
 from cooper.errors import UserError
 from cooper.infra.environment import PACKAGES, environment, software_table
 from cooper.infra.files import read_json, write_atomic, write_json
@@ -110,9 +111,9 @@ class FinalEvalConfig:
     """problems per benchmark (None: all)"""
     samples: int = 4
     """samples per problem (paper: 8)"""
-    temperature: float = 0.7
+    temperature: float = PAPER_TEMPERATURE
     """paper protocol: 0.7"""
-    top_p: float = 0.95
+    top_p: float = PAPER_TOP_P
     """paper protocol: 0.95"""
     max_new_tokens: int = 512
     """generated tokens per sample"""

@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from cooper.config.protocol import PAPER_TEMPERATURE, PAPER_TOP_P
 from cooper.errors import UserError
 
 if TYPE_CHECKING:
@@ -45,8 +46,8 @@ class SamplingConfig:
     """How to sample. ``temperature == 0`` means greedy decoding."""
 
     n: int = 1  # samples per conversation
-    temperature: float = 0.7
-    top_p: float = 0.95
+    temperature: float = PAPER_TEMPERATURE
+    top_p: float = PAPER_TOP_P
     max_new_tokens: int = 512
     seed: int = 0
     # Local models: draw from a private generator instead of torch's global one, so sampling
