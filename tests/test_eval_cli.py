@@ -224,10 +224,10 @@ def test_resume_after_sigkill_gives_the_uninterrupted_numbers(tiny_models, tmp_p
 
 def test_every_evaluation_default_is_the_papers_protocol():
     from cooper.cli import build_parser
+    from cooper.config.experiment import FinalEvalConfig
     from cooper.config.protocol import PAPER_SAMPLES, PAPER_TEMPERATURE, PAPER_TOP_P
     from cooper.config.train import ValidationConfig
     from cooper.eval.run import EvalSettings
-    from cooper.experiment.hacking import FinalEvalConfig
 
     assert (PAPER_TEMPERATURE, PAPER_TOP_P, PAPER_SAMPLES) == (0.7, 0.95, 8)
     args = build_parser().parse_args(["eval", "--out", "x"])

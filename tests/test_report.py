@@ -44,7 +44,7 @@ def test_hacking_figures_by_hand():
 def fake_experiment(folder: Path, steps: int = 40, arms=("rule", "rm", "cooper"),
                     finished=("rule", "rm", "cooper")) -> Path:
     """An experiment folder with made-up curves: rm hacks, cooper and rule do not."""
-    from cooper.experiment.hacking import ExperimentConfig
+    from cooper.config.experiment import ExperimentConfig
 
     folder.mkdir(parents=True)
     cfg = ExperimentConfig(arms=",".join(arms))
