@@ -227,7 +227,7 @@ def test_every_evaluation_default_is_the_papers_protocol():
     from cooper.config.experiment import FinalEvalConfig
     from cooper.config.protocol import PAPER_SAMPLES, PAPER_TEMPERATURE, PAPER_TOP_P
     from cooper.config.train import ValidationConfig
-    from cooper.eval.run import EvalSettings
+    from cooper.eval.settings import EvalSettings
 
     assert (PAPER_TEMPERATURE, PAPER_TOP_P, PAPER_SAMPLES) == (0.7, 0.95, 8)
     args = build_parser().parse_args(["eval", "--out", "x"])

@@ -114,7 +114,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from cooper.eval.run import EvalSettings, format_summary, run_eval
+    from cooper.eval.run import format_summary, run_eval
+    from cooper.eval.settings import EvalSettings
     from cooper.infra.generation import SamplingConfig
 
     if not args.out:
