@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cooper.experiment.report import Arm, build_report, hacking_figures, moving_average, tail_mean
+from cooper.experiment.plots import moving_average
+from cooper.experiment.report import Arm, build_report, hacking_figures, tail_mean
 
 BROWSERS = ("chromium", "chromium-headless-shell", "chromium-browser", "google-chrome",
             "google-chrome-stable")
