@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from cooper.errors import UserError
 
 if TYPE_CHECKING:
-    from cooper.infra.endpoint import EndpointConfig
+    from cooper.infra.endpoint_records import EndpointConfig
     from cooper.infra.generation import Generator
 
 _LABEL = re.compile(r"^([A-Za-z0-9_.-]+)=(.+)$")
@@ -105,7 +105,7 @@ def endpoint_config(spec: BackendSpec, base: EndpointConfig | None = None,
                     default_key_env: str = "OPENAI_API_KEY") -> EndpointConfig:
     """The endpoint settings of an ``api:`` spec: ``base``'s limits with the spec's URL,
     model and key variable."""
-    from cooper.infra.endpoint import EndpointConfig
+    from cooper.infra.endpoint_records import EndpointConfig
 
     assert spec.url is not None
     key_env = spec.key_env or default_key_env

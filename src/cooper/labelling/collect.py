@@ -27,7 +27,8 @@ import pyarrow as pa
 from cooper.data.problems import prompt_messages
 from cooper.errors import UserError
 from cooper.infra.chunks import ChunkStore, Row
-from cooper.infra.endpoint import EndpointConfig, EndpointGenerator, to_generation
+from cooper.infra.endpoint import EndpointGenerator, to_generation
+from cooper.infra.endpoint_records import EndpointConfig
 from cooper.infra.generation import Generation, SamplingConfig
 from cooper.labelling.backends import BackendSpec, LocalOptions, open_generator
 from cooper.types import Problem
@@ -50,7 +51,7 @@ SCHEMA = pa.schema([
     ("num_tokens", pa.int32()),  # 0 when an endpoint does not report usage
     ("finish_reason", pa.string()),  # stop, length, or error
     ("status", pa.string()),  # ok or failed
-    ("error", pa.string()),  # failure kind (see cooper.infra.endpoint.FAILURE_KINDS), null if ok
+    ("error", pa.string()),  # failure kind (infra.endpoint_records.FAILURE_KINDS), null if ok
     ("error_detail", pa.string()),
     ("attempts", pa.int32()),  # requests it took (1 for local models)
 ])
