@@ -42,7 +42,7 @@ class Setup:
 def _tiny_model(name: str, role: str, folder: Path, seed: int) -> Path:
     """A tiny model built on this machine, copied into the experiment folder."""
     if name == "tiny-arith":
-        from cooper.data.synthetic import tiny_arith_models
+        from cooper.experiment.testbed import tiny_arith_models
 
         src = tiny_arith_models() / ("policy" if role == "policy" else "reward")
     else:
