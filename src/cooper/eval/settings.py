@@ -38,26 +38,44 @@ BACKENDS = ("hf", "vllm")
 
 @dataclass(frozen=True)
 class EvalSettings:
-    """What to evaluate and how; all but ``ks``, ``trust_remote_code`` and ``threads`` decide the samples."""
+    """What to evaluate and how; all but ``ks``, ``trust_remote_code`` and ``threads`` decide
+    the samples (and so go into the protocol)."""
 
     model: str
-    benchmarks: tuple[str, ...]  # built-in names and/or .jsonl/.json/.parquet paths
+    """model to evaluate: the embedded default's name, a local folder or a Hub id"""
+    benchmarks: tuple[str, ...]
+    """built-in names and/or .jsonl/.json/.parquet paths"""
     sampling: SamplingConfig = SamplingConfig(n=PAPER_SAMPLES, temperature=PAPER_TEMPERATURE,
                                               top_p=PAPER_TOP_P)
+    """samples per problem, temperature, top-p, length and seed (default: the paper's protocol)"""
     backend: str = "hf"
-    limit: int | None = None  # first N problems of each benchmark
-    prompt_template: str | None = None  # user message with {question}; None: the default
+    """'hf' (transformers generate, batched and length-sorted) or 'vllm' (GPU)"""
+    limit: int | None = None
+    """evaluate only the first N problems of each benchmark (None: all)"""
+    prompt_template: str | None = None
+    """user message with the placeholder {question} (None: the default prompt)"""
     verify_mode: str = "strict"
-    verify_timeout_s: float | None = None  # None: the verifier's default
-    batch_size: int = 16  # sequences per generate call (HF); decides batches, hence samples
-    chunk_size: int = DEFAULT_CHUNK_PROBLEMS  # problems per resumable chunk
-    fields: Fields = Fields()  # column mapping of local files
+    """answer extraction of the verifier: 'strict' or 'lenient'"""
+    verify_timeout_s: float | None = None
+    """hard time limit of one verification (None: the verifier's default)"""
+    batch_size: int = 16
+    """sequences per generate call (HF); decides batches, hence samples"""
+    chunk_size: int = DEFAULT_CHUNK_PROBLEMS
+    """problems per resumable chunk"""
+    fields: Fields = Fields()
+    """column mapping of local files"""
     skip_bad: bool = False
+    """skip malformed rows of a local file (counted) instead of stopping"""
     max_row_bytes: int = DEFAULT_MAX_ROW_BYTES
+    """largest accepted row of a local file, in bytes (a larger one is a bad row)"""
     dtype: str | None = None
-    ks: tuple[int, ...] | None = None  # pass@k values; None: powers of two up to n, and n
+    """model dtype, e.g. bfloat16 (None: the checkpoint's)"""
+    ks: tuple[int, ...] | None = None
+    """pass@k values (None: powers of two up to n, and n)"""
     trust_remote_code: bool = False
-    threads: int | None = None  # torch CPU threads; None: torch's default (one per core)
+    """allow the checkpoint to run its own Python code"""
+    threads: int | None = None
+    """torch CPU threads (None: torch's default, one per core)"""
 
     def __post_init__(self):
         if not self.benchmarks:
@@ -81,8 +99,10 @@ class EvalSettings:
 class Benchmark:
     """A benchmark's problems under the name used in files and tables."""
 
-    name: str  # built-in name, or a local file's stem
-    source: str  # as given on the command line
+    name: str
+    """built-in name, or a local file's stem"""
+    source: str
+    """as given on the command line"""
     problems: tuple[Problem, ...]
 
     def digest(self) -> str:

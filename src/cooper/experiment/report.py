@@ -37,6 +37,8 @@ from cooper.infra.files import read_json
 
 @dataclass(frozen=True)
 class ReportPaths:
+    """Where :func:`build_report` wrote the report."""
+
     folder: Path
     html: Path
     markdown: Path
@@ -45,10 +47,16 @@ class ReportPaths:
 
 @dataclass
 class Arm:
+    """One arm's records as its folder holds them (an arm not run yet has none)."""
+
     name: str
-    rows: list[dict[str, float]]  # metrics.jsonl
-    final: dict[str, Any] | None  # final_eval.json
-    trained: dict[str, Any] | None  # trained.json
+    """rule, rm or cooper"""
+    rows: list[dict[str, float]]
+    """the per-step records of metrics.jsonl"""
+    final: dict[str, Any] | None
+    """final_eval.json: the final policy's benchmark scores"""
+    trained: dict[str, Any] | None
+    """trained.json: steps and training time"""
 
     def series(self, key: str) -> tuple[list[int], list[float]]:
         pts = [(int(r["step"]), float(r[key])) for r in self.rows

@@ -27,18 +27,30 @@ DUMMY_KEY = "not-needed"  # local servers ignore the key, but the SDK insists on
 class EndpointConfig:
     """Where an OpenAI-compatible endpoint is and how hard to try it."""
 
-    base_url: str  # e.g. http://127.0.0.1:8000/v1
-    model: str  # the model name the server expects
-    api_key_env: str = "OPENAI_API_KEY"  # environment variable holding the key (unset: dummy key)
-    concurrency: int = 8  # requests in flight at once
-    timeout_s: float = 60.0  # deadline per attempt
-    max_retries: int = 3  # further attempts after the first
-    backoff_base_s: float = 0.5  # first retry waits about this long, doubling each time
-    backoff_max_s: float = 30.0  # cap of one backoff wait
-    max_retry_after_s: float = 120.0  # a longer Retry-After ends the request as http_429
-    breaker_failures: int = 5  # consecutive unreachable attempts that open the breaker
-    breaker_cooldown_s: float = 30.0  # how long it stays open before one probe
-    seed: int | None = None  # jitter RNG seed (None: random)
+    base_url: str
+    """the server's OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1"""
+    model: str
+    """the model name the server expects"""
+    api_key_env: str = "OPENAI_API_KEY"
+    """environment variable holding the API key (unset: a dummy key, fine for local servers)"""
+    concurrency: int = 8
+    """requests in flight at once"""
+    timeout_s: float = 60.0
+    """deadline of one attempt, in seconds"""
+    max_retries: int = 3
+    """further attempts after the first, for transient failures"""
+    backoff_base_s: float = 0.5
+    """first retry waits about this long, doubling each time"""
+    backoff_max_s: float = 30.0
+    """longest single backoff wait"""
+    max_retry_after_s: float = 120.0
+    """a longer Retry-After ends the request as http_429"""
+    breaker_failures: int = 5
+    """consecutive unreachable attempts that open the breaker"""
+    breaker_cooldown_s: float = 30.0
+    """how long the open breaker fails calls at once before it lets one probe through"""
+    seed: int | None = None
+    """seed of the backoff jitter (None: random)"""
 
     def __post_init__(self):
         if not self.base_url.startswith(("http://", "https://")):
@@ -65,11 +77,17 @@ class ChatResult:
     """The outcome of one chat request: text, or why there is none."""
 
     text: str | None
-    failure: str | None = None  # one of FAILURE_KINDS, None on success
-    detail: str = ""  # a short human reason for a failure (scrubbed of the key)
-    attempts: int = 0  # HTTP attempts made (0: rejected by the open breaker)
-    num_tokens: int | None = None  # completion tokens, when the server reports usage
+    """the reply's content, None when the request failed"""
+    failure: str | None = None
+    """one of FAILURE_KINDS, None on success"""
+    detail: str = ""
+    """a short human reason for a failure (scrubbed of the key)"""
+    attempts: int = 0
+    """HTTP attempts made (0: rejected by the open breaker)"""
+    num_tokens: int | None = None
+    """completion tokens, when the server reports usage"""
     finish_reason: str | None = None
+    """as the server reports it ('stop', 'length', ...)"""
 
     @property
     def ok(self) -> bool:
@@ -80,16 +98,23 @@ class ChatResult:
 class EndpointStats:
     """Counters of one endpoint since it was built."""
 
-    requests: int = 0  # chat calls
-    attempts: int = 0  # HTTP requests sent
-    retries: int = 0  # attempts after a failed one
+    requests: int = 0
+    """chat calls"""
+    attempts: int = 0
+    """HTTP requests sent"""
+    retries: int = 0
+    """attempts after a failed one"""
     succeeded: int = 0
-    failed: int = 0  # calls that ended without text
-    failures: Counter[str] = field(default_factory=Counter)  # failed calls, by final kind
-    attempt_failures: Counter[str] = field(default_factory=Counter)  # failed attempts, by kind
+    failed: int = 0
+    """calls that ended without text"""
+    failures: Counter[str] = field(default_factory=Counter)
+    """failed calls, by final kind"""
+    attempt_failures: Counter[str] = field(default_factory=Counter)
+    """failed attempts, by kind"""
     breaker_opened: int = 0
     breaker_probes: int = 0
-    breaker_rejected: int = 0  # calls answered endpoint_down without a request
+    breaker_rejected: int = 0
+    """calls answered endpoint_down without a request"""
 
     def snapshot(self) -> EndpointStats:
         return EndpointStats(self.requests, self.attempts, self.retries, self.succeeded,

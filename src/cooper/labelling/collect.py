@@ -80,9 +80,12 @@ class GeneratorSummary:
     rows: int = 0
     ok: int = 0
     failed: int = 0
-    new_rows: int = 0  # written by this run (the rest were committed before)
+    new_rows: int = 0
+    """rows written by this run (the rest were committed before)"""
     failures: dict[str, int] = field(default_factory=dict)
-    endpoint: dict[str, int] = field(default_factory=dict)  # endpoint counters of this run
+    """failed rows by failure kind"""
+    endpoint: dict[str, int] = field(default_factory=dict)
+    """endpoint counters of this run"""
 
 
 @dataclass

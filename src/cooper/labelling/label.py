@@ -97,16 +97,23 @@ class LabelStats:
     rows: int
     kept: int
     kept_fraction: float
-    dropped: dict[str, int]  # by drop reason
-    agreement_rate: float | None  # among rows where both votes are yes/no
+    dropped: dict[str, int]
+    """dropped rows by drop reason"""
+    agreement_rate: float | None
+    """how often the votes agree, among rows where both are yes/no (None: no such row)"""
     both_voted: int
-    unparsed: int  # judge replies without a verdict marker
-    label_balance: dict[str, float]  # positive, negative, positive_fraction (kept rows)
+    unparsed: int
+    """judge replies without a verdict marker"""
+    label_balance: dict[str, float]
+    """positive, negative and positive_fraction of the kept rows"""
     verifier_votes: dict[str, int]
     judge_votes: dict[str, int]
-    confusion: dict[str, int]  # "verifier_yes/judge_no": rows, among rows both voted on
-    failures: dict[str, int]  # "collect:KIND" and "judge:KIND"
-    judge_endpoint: dict[str, int] = field(default_factory=dict)  # this run's counters
+    confusion: dict[str, int]
+    """rows per vote pair ('verifier_yes/judge_no', ...), among rows both voted on"""
+    failures: dict[str, int]
+    """failed requests by 'collect:KIND' and 'judge:KIND'"""
+    judge_endpoint: dict[str, int] = field(default_factory=dict)
+    """the judge endpoint's counters of this run"""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
