@@ -19,7 +19,7 @@ degree and percent signs).
 
 :func:`evaluate_problems` is the in-memory entry point (the trainer's periodic validation and
 experiments call it; it writes no files). The resumable on-disk run behind ``cooper eval``
-lives in :mod:`cooper.eval_run`; both cut the problems into the same chunks
+lives in :mod:`cooper.eval.run`; both cut the problems into the same chunks
 (:func:`chunk_problems`), so they produce the same samples for the same settings.
 """
 

@@ -8,7 +8,7 @@ count and finish reason. A row's key is (problem, generator, sample index); its 
 A request that failed after its retries is written as a row with ``status = "failed"``, the
 failure kind in ``error`` and the reason in ``error_detail``, and an empty completion: it is
 listed, never dropped. A rerun with the same output skips rows that succeeded and tries the
-failed and missing ones again (see :mod:`cooper.chunks` for how rows are committed). The
+failed and missing ones again (see :mod:`cooper.infra.chunks` for how rows are committed). The
 sampling settings of a generator's committed rows must match the rerun's, or the rerun stops:
 mixing settings under one generator name would silently change what the data means.
 """

@@ -2,7 +2,7 @@
 
 Each row gets two votes: the verifier's (``yes`` correct, ``no`` wrong or no final answer,
 ``undecided`` on a verifier timeout or error) and the judge's (``yes``, ``no``, ``unparsed``,
-``failed``; see :mod:`cooper.judge`). A row whose completion was never produced (a failed
+``failed``; see :mod:`cooper.labelling.judge`). A row whose completion was never produced (a failed
 request in ``cooper data collect``) is voted on by neither and dropped as
 ``collect_failed:KIND``. The kept label follows a policy (:func:`decide`):
 
@@ -16,7 +16,7 @@ Outputs: ``OUT`` holds the kept rows, trainable by ``cooper rm train`` as is (``
 ``reference``, ``completion``, ``label``, ``id``, ``source``); ``OUT.dropped.parquet`` holds
 every other row with its ``drop_reason``; ``OUT.stats.json`` the statistics
 (:class:`LabelStats`). Both votes and the judge's reply stay on every row. The votes are
-committed in chunks (:mod:`cooper.chunks`), so a rerun skips rows already voted on (rows whose
+committed in chunks (:mod:`cooper.infra.chunks`), so a rerun skips rows already voted on (rows whose
 judge request failed or whose verification timed out are asked again); the policy is applied
 when the files are assembled, so rerunning with another ``--policy`` costs nothing.
 """
