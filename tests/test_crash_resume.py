@@ -29,7 +29,7 @@ MID_STEP_S = 0.05  # how far into a step to kill it (a tiny-model step takes 0.1
 
 @pytest.fixture(scope="module")
 def arith():
-    from cooper.data.synthetic import tiny_arith_models
+    from cooper.experiment.testbed import tiny_arith_models
 
     return tiny_arith_models()
 

@@ -220,3 +220,21 @@ def test_resume_after_sigkill_gives_the_uninterrupted_numbers(tiny_models, tmp_p
     assert res["average"] == ref["average"]
     for name in ("gsm8k", "svamp"):
         assert _samples(killed, name) == _samples(full, name)
+
+
+def test_every_evaluation_default_is_the_papers_protocol():
+    from cooper.cli import build_parser
+    from cooper.config.experiment import FinalEvalConfig
+    from cooper.config.train import ValidationConfig
+    from cooper.eval.settings import EvalSettings
+    from cooper.infra.protocol import PAPER_SAMPLES, PAPER_TEMPERATURE, PAPER_TOP_P
+
+    assert (PAPER_TEMPERATURE, PAPER_TOP_P, PAPER_SAMPLES) == (0.7, 0.95, 8)
+    args = build_parser().parse_args(["eval", "--out", "x"])
+    s = EvalSettings(model="m", benchmarks=("gsm8k",)).sampling
+    for t, p in ((SamplingConfig().temperature, SamplingConfig().top_p),
+                 (ValidationConfig().temperature, ValidationConfig().top_p),
+                 (FinalEvalConfig().temperature, FinalEvalConfig().top_p),
+                 (args.temperature, args.top_p), (s.temperature, s.top_p)):
+        assert (t, p) == (PAPER_TEMPERATURE, PAPER_TOP_P)
+    assert args.n == s.n == PAPER_SAMPLES

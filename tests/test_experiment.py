@@ -108,7 +108,7 @@ def test_bad_settings_stop_before_any_work(tmp_path, override, message):
 
 
 def test_presets_resolve_and_validate():
-    from cooper.experiment.hacking import list_experiment_presets, load_experiment
+    from cooper.config.experiment import list_experiment_presets, load_experiment
 
     assert {"hacking_cpu", "hacking_qwen2.5-1.5b_gsm8k"} <= set(list_experiment_presets())
     cpu = load_experiment("hacking_cpu").validate()

@@ -58,7 +58,7 @@ class PolicySteps(TrainerCallback):
 
 @pytest.fixture(scope="module")
 def arith():
-    from cooper.data.synthetic import tiny_arith_models
+    from cooper.experiment.testbed import tiny_arith_models
 
     return tiny_arith_models()
 

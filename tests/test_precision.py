@@ -61,7 +61,7 @@ def test_bfloat16_training_run_on_cpu_moves_policy_and_reward_model(tmp_path):
     reward-model update moves most trainable weights, and the policy changes."""
     from safetensors.torch import load_file
 
-    from cooper.data.synthetic import tiny_arith_models
+    from cooper.experiment.testbed import tiny_arith_models
 
     arith = tiny_arith_models()  # right about 40% of the time: most steps make pairs
     out = tmp_path / "bf16"

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cooper.experiment.report import Arm, build_report, hacking_figures, moving_average, tail_mean
+from cooper.experiment.plots import moving_average
+from cooper.experiment.report import Arm, build_report, hacking_figures, tail_mean
 
 BROWSERS = ("chromium", "chromium-headless-shell", "chromium-browser", "google-chrome",
             "google-chrome-stable")
@@ -44,7 +45,7 @@ def test_hacking_figures_by_hand():
 def fake_experiment(folder: Path, steps: int = 40, arms=("rule", "rm", "cooper"),
                     finished=("rule", "rm", "cooper")) -> Path:
     """An experiment folder with made-up curves: rm hacks, cooper and rule do not."""
-    from cooper.experiment.hacking import ExperimentConfig
+    from cooper.config.experiment import ExperimentConfig
 
     folder.mkdir(parents=True)
     cfg = ExperimentConfig(arms=",".join(arms))

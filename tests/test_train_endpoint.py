@@ -14,7 +14,7 @@ from test_train_smoke import metrics, tiny_args
 
 @pytest.fixture(scope="module")
 def arith():
-    from cooper.data.synthetic import tiny_arith_models
+    from cooper.experiment.testbed import tiny_arith_models
 
     return tiny_arith_models()
 

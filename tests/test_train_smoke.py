@@ -23,7 +23,7 @@ REQUIRED = ["reward/rm_mean", "reward/rule_mean", "hacking/gap", "rm/agreement",
 
 @pytest.fixture(scope="module")
 def arith():
-    from cooper.data.synthetic import tiny_arith_models
+    from cooper.experiment.testbed import tiny_arith_models
 
     return tiny_arith_models()
 

@@ -1,54 +1,20 @@
 """Performance benchmarks: each module is a ``cooper bench NAME`` command that prints and saves JSON.
 
 A benchmark module exposes ``add_arguments(parser)`` and ``run(args) -> dict``. The command adds
-the environment the figures were measured in (:func:`environment`) and writes the result to
-``--out``. Benchmarks are commands, not tests: figures are measured, never asserted in the suite.
+the environment the figures were measured in (:func:`cooper.infra.environment.environment`)
+and writes the result to ``--out``. Benchmarks are commands, not tests: figures are measured,
+never asserted in the suite.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import platform
-import sys
-import time
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-PACKAGES = ("cooper-rl", "torch", "transformers", "trl", "accelerate", "math-verify")
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def environment() -> dict[str, Any]:
-    """Where a figure was measured: machine, Python, package versions, torch threads."""
-    import torch
-
-    versions = {}
-    for pkg in PACKAGES:
-        try:
-            versions[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            versions[pkg] = None
-    return {
-        "date": time.strftime("%Y-%m-%d"),
-        "platform": platform.platform(),
-        "python": sys.version.split()[0],
-        "cpu": _cpu_model(),
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-        "versions": versions,
-    }
+from cooper.infra.environment import environment
+from cooper.infra.files import write_atomic
 
 
 def save(result: dict[str, Any], out: str | os.PathLike | None, command: str) -> dict[str, Any]:
@@ -59,5 +25,5 @@ def save(result: dict[str, Any], out: str | os.PathLike | None, command: str) ->
     if out:
         path = Path(out)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text + "\n")
+        write_atomic(path, text + "\n")
     return full

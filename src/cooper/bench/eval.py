@@ -18,6 +18,7 @@ from typing import Any
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from cooper.cli.common import add_model_args
+    from cooper.infra.protocol import PAPER_TEMPERATURE, PAPER_TOP_P
 
     add_model_args(p, help_role="model to generate with")
     p.add_argument("--benchmark", default="gsm8k",
@@ -29,8 +30,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="sequences per batched generate call (default: %(default)s)")
     p.add_argument("--n", type=int, default=1, help="samples per problem (default: %(default)s)")
     p.add_argument("--max-new-tokens", type=int, default=128, help="(default: %(default)s)")
-    p.add_argument("--temperature", type=float, default=0.7, help="(default: %(default)s)")
-    p.add_argument("--top-p", type=float, default=0.95, help="(default: %(default)s)")
+    p.add_argument("--temperature", type=float, default=PAPER_TEMPERATURE,
+                   help="(default: %(default)s, the evaluation protocol)")
+    p.add_argument("--top-p", type=float, default=PAPER_TOP_P,
+                   help="(default: %(default)s, the evaluation protocol)")
     p.add_argument("--seed", type=int, default=0, help="(default: %(default)s)")
     p.add_argument("--threads", type=int, default=None,
                    help="CPU threads for torch (default: one per core); on a busy CPU, 1 can "

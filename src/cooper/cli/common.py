@@ -57,7 +57,7 @@ def add_endpoint_args(p: argparse.ArgumentParser) -> None:
 
 def endpoint_base_from_args(args: argparse.Namespace):
     """The EndpointConfig limits of the command line (URL and model come from each spec)."""
-    from cooper.infra.endpoint import EndpointConfig
+    from cooper.infra.endpoint_records import EndpointConfig
 
     return EndpointConfig(
         "http://unset", "unset", api_key_env=args.api_key_env, concurrency=args.concurrency,

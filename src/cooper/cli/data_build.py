@@ -110,6 +110,7 @@ def _specs(args: argparse.Namespace):
 
 def _collect(args: argparse.Namespace) -> int:
     from cooper.data.problems import load_problems
+    from cooper.infra.files import write_atomic
     from cooper.infra.generation import SamplingConfig
     from cooper.labelling.collect import collect
 
@@ -125,7 +126,7 @@ def _collect(args: argparse.Namespace) -> int:
                       local=local, endpoint=base, default_key_env=args.api_key_env,
                       progress=sys.stderr.isatty())
     text = summary.to_json()
-    _write_text(os.path.splitext(args.out)[0] + ".stats.json", text)
+    write_atomic(os.path.splitext(args.out)[0] + ".stats.json", text + "\n")
     print(text)
     print(f"{summary.rows} row(s) in {summary.out}: {summary.ok} ok, {summary.failed} failed"
           + (" (rerun the same command to retry the failed ones)" if summary.failed else ""))
@@ -163,9 +164,3 @@ def _label(args: argparse.Namespace) -> int:
           f"reasons in {dropped}; statistics in {stats_path}")
     return 0
 
-
-def _write_text(path: str, text: str) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        f.write(text + "\n")
-    os.replace(tmp, path)

@@ -92,6 +92,7 @@ def _perturbed(args: argparse.Namespace) -> int:
     from cooper.data.perturb import perturbed_triples
     from cooper.data.problems import is_local_file, load_problems
     from cooper.errors import UserError
+    from cooper.infra.files import atomic_open
 
     if args.n < 2 or args.n % 2:
         raise UserError(f"--n must be a positive even number (gold and perturbed come in "
@@ -123,11 +124,9 @@ def _perturbed(args: argparse.Namespace) -> int:
                         f"{problems.name}; lower --n or use a larger split")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
+    with atomic_open(out, "w") as f:
         for t in triples:
             f.write(json.dumps(t.to_json(), ensure_ascii=False) + "\n")
-    tmp.replace(out)
     print(f"wrote {len(triples)} triples ({len(triples) // 2} gold, {len(triples) // 2} "
           f"perturbed) from {problems.name} to {out}")
     return 0

@@ -1,4 +1,4 @@
-"""``cooper demo``: the whole pipeline on the embedded default model (see :mod:`cooper.demo`)."""
+"""``cooper demo``: the whole pipeline on the embedded model (see :mod:`cooper.experiment.demo`)."""
 
 from __future__ import annotations
 

@@ -7,12 +7,13 @@ from pathlib import Path
 
 from cooper.cli.common import add_field_args, add_model_args, fields_from_args
 from cooper.errors import UserError
+from cooper.infra.protocol import PAPER_SAMPLES, PAPER_TEMPERATURE, PAPER_TOP_P
 
-EVAL_DESCRIPTION = """\
+EVAL_DESCRIPTION = f"""\
 Sample --n completions per problem, verify each with the rule-based verifier and report, per
 benchmark, the mean accuracy over all samples (the paper's number), unbiased pass@k and
 majority-vote accuracy, plus the average over benchmarks. Defaults follow the paper's
-protocol: temperature 0.7, top-p 0.95, 8 samples per problem.
+protocol: temperature {PAPER_TEMPERATURE}, top-p {PAPER_TOP_P}, {PAPER_SAMPLES} samples per problem.
 
 Everything goes to the --out folder: samples/NAME.jsonl (every sample with its prompt,
 completion, extracted answer, verdict and token count) and results.json (protocol, versions,
@@ -51,10 +52,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, default=None,
                    help="evaluate only the first N problems of each benchmark")
     g = p.add_argument_group("sampling (defaults: the paper's protocol)")
-    g.add_argument("--n", type=int, default=8, help="samples per problem (default: %(default)s)")
-    g.add_argument("--temperature", type=float, default=0.7,
+    g.add_argument("--n", type=int, default=PAPER_SAMPLES,
+                   help="samples per problem (default: %(default)s)")
+    g.add_argument("--temperature", type=float, default=PAPER_TEMPERATURE,
                    help="0 = greedy (default: %(default)s)")
-    g.add_argument("--top-p", type=float, default=0.95, help="(default: %(default)s)")
+    g.add_argument("--top-p", type=float, default=PAPER_TOP_P, help="(default: %(default)s)")
     g.add_argument("--max-new-tokens", type=int, default=512,
                    help="completion length limit; a cut completion usually scores wrong "
                         "(default: %(default)s)")
@@ -112,7 +114,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from cooper.eval.run import EvalSettings, format_summary, run_eval
+    from cooper.eval.run import format_summary, run_eval
+    from cooper.eval.settings import EvalSettings
     from cooper.infra.generation import SamplingConfig
 
     if not args.out:

@@ -6,7 +6,7 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from cooper.experiment.hacking import list_experiment_presets
+    from cooper.config.experiment import list_experiment_presets
 
     p = sub.add_parser("experiment", help="experiments that compare training runs side by side",
                        description="Experiments made of several `cooper train` runs.")
@@ -36,7 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _hacking(args: argparse.Namespace) -> int:
     import yaml
 
-    from cooper.experiment.hacking import load_experiment, run_experiment
+    from cooper.config.experiment import load_experiment
+    from cooper.experiment.hacking import run_experiment
 
     exp = load_experiment(args.preset, args.overrides)
     if args.print_config:

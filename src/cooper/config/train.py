@@ -25,6 +25,7 @@ from cooper.config.engine import (
 )
 from cooper.config.engine import field_docs as engine_field_docs
 from cooper.infra.models import DEFAULT_MODEL
+from cooper.infra.protocol import PAPER_TEMPERATURE, PAPER_TOP_P
 
 
 @dataclass
@@ -240,9 +241,9 @@ class ValidationConfig:
     """validate every k steps (0 = only before the first and after the last step)"""
     samples: int = 1
     """samples per problem"""
-    temperature: float = 0.7
+    temperature: float = PAPER_TEMPERATURE
     """paper protocol: 0.7"""
-    top_p: float = 0.95
+    top_p: float = PAPER_TOP_P
     """paper protocol: 0.95"""
     max_new_tokens: int = 512
     """generated tokens per validation sample"""

@@ -22,6 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cooper.data.synthetic import arithmetic_problems
 from cooper.errors import UserError
 from cooper.types import Problem
 from cooper.verify.extraction import number_to_str
@@ -178,7 +179,7 @@ BUILTIN_SPLITS: dict[str, tuple[str, ...]] = {
     "gsm8k": ("train", "test"),
     "svamp": ("test",),
     "math500": ("test",),
-    "arith": ("train", "test"),  # synthetic, generated (cooper.synthetic)
+    "arith": ("train", "test"),  # synthetic, generated (cooper.data.synthetic)
     "arith_small": ("train", "test"),
 }
 
@@ -208,8 +209,6 @@ def _builtin_rows(name: str, split: str) -> Iterator[tuple[str, Problem]]:
             yield row["ID"], Problem(f"svamp-{row['ID']}", _svamp_question(row["Body"], row["Question"]),
                                      number_to_str(row["Answer"]), "svamp", row["Equation"])
     elif name in ("arith", "arith_small"):
-        from cooper.data.synthetic import arithmetic_problems
-
         for problem in arithmetic_problems(split, name):
             yield problem.id, problem
     elif name == "math500":

@@ -1,4 +1,4 @@
-"""Synthetic arithmetic, where the verifier is exact, and a supervised warm start for tiny models.
+"""Synthetic arithmetic, where the verifier is exact.
 
 ``load_problems("arith", split)`` gives two-digit addition and subtraction problems ("What is
 47 + 38?"); ``arith_small`` gives single-digit additions ("What is 4 + 7?"), which a tiny model
@@ -7,19 +7,14 @@ on every machine, and no test problem appears in the train split (``arith_small`
 distinct problems, so its two splits overlap by design). Worked solutions are one line
 (``47 + 38 = 85. The answer is \\boxed{85}.``).
 
-:func:`warm_start` teaches a tiny random causal LM that format by supervised fine-tuning on the
-worked solutions, stopping early so that it is right on some problems and wrong on others. Such
-a model gives RL something to learn in seconds on a CPU: the tests use it, and so does the
-reward-hacking testbed, where the verifier's exactness makes "hacked" unambiguous.
+The tiny models warm-started on these problems (the CPU testbed of the tests and the
+reward-hacking experiment) are built by :mod:`cooper.experiment.testbed`.
 """
 
 from __future__ import annotations
 
-import os
 import random
-from pathlib import Path
 
-from cooper.data.prompts import prompt_messages
 from cooper.types import Problem
 
 SPLITS = {"train": (0, 5000), "test": (1, 500)}  # split -> (seed, size)
@@ -62,69 +57,3 @@ def arithmetic_problems(split: str = "train", name: str = "arith") -> list[Probl
             id=f"{name}-{split}-{i}", question=f"What is {a} {op} {b}?", reference=str(c),
             source=name, solution=f"{a} {op} {b} = {c}. The answer is \\boxed{{{c}}}."))
     return problems
-
-
-def warm_start(model_dir: str | os.PathLike, out_dir: str | os.PathLike, *, steps: int = 300,
-               lr: float = 3e-3, batch_size: int = 32, seed: int = 0,
-               dataset: str = "arith") -> Path:
-    """Supervised fine-tuning on worked solutions (loss on the answer tokens only); saves to
-    ``out_dir`` with the tokenizer. Few steps leave a model that is sometimes right."""
-    import torch
-
-    from cooper.infra.generation import render_messages
-    from cooper.infra.models import load_causal_lm, load_tokenizer
-
-    tok = load_tokenizer(model_dir, padding_side="right")
-    model = load_causal_lm(model_dir, dtype="float32").train()
-    problems = arithmetic_problems("train", dataset)
-    rng = random.Random(seed)
-    torch.manual_seed(seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    for _ in range(steps):
-        batch = rng.sample(problems, batch_size)
-        prompts = [render_messages(tok, prompt_messages(p.question)) for p in batch]
-        full = [pr + p.solution + tok.eos_token for pr, p in zip(prompts, batch, strict=True)]
-        enc = tok(full, return_tensors="pt", padding=True, add_special_tokens=False)
-        labels = enc["input_ids"].clone()  # [B, L]
-        labels[enc["attention_mask"] == 0] = -100
-        for row, pr in enumerate(prompts):  # learn the answer, not the prompt
-            labels[row, : len(tok(pr, add_special_tokens=False)["input_ids"])] = -100
-        loss = model(**enc, labels=labels).loss
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    out = Path(out_dir)
-    model.save_pretrained(out)
-    tok.padding_side = "left"
-    tok.save_pretrained(out)
-    return out
-
-
-TINY_ARITH = "tiny-arith-v1"  # bump when the recipe below changes
-
-
-def tiny_arith_models(*, progress: bool = False) -> Path:
-    """A tiny policy warm-started on ``arith_small`` (about half its answers right) and a tiny
-    random reward model sharing its tokenizer: ``DIR/policy``, ``DIR/reward``.
-
-    Built once into the model cache (about a minute on two cores) and reused; written to a
-    temporary folder and renamed, like the embedded model.
-    """
-    import tempfile
-
-    from cooper.infra.embedded import _lock, cache_root
-    from cooper.infra.models import build_tiny_models
-
-    target = cache_root() / "models" / TINY_ARITH
-    if (target / "policy" / "config.json").is_file() and (target / "reward" / "config.json").is_file():
-        return target
-    with _lock(target.parent / f".{TINY_ARITH}.lock"):
-        if (target / "policy" / "config.json").is_file():
-            return target
-        with tempfile.TemporaryDirectory(dir=target.parent, prefix=".tmp-") as tmp:
-            tiny = build_tiny_models(Path(tmp) / "random", hidden_size=64, layers=2, heads=4)
-            build = Path(tmp) / "build"
-            warm_start(tiny.policy, build / "policy", steps=300, lr=3e-3, dataset="arith_small")
-            tiny.reward.rename(build / "reward")
-            build.rename(target)
-    return target

@@ -25,7 +25,8 @@ class Comparison:
 
     metric: str
     columns: list[str]
-    rows: list[tuple[str, list[float | None], float]]  # label, value per column, average
+    rows: list[tuple[str, list[float | None], float]]
+    """one per run: its label, its value per column (None: not evaluated) and its average"""
 
 
 def _metric_value(entry: dict[str, Any], metric: str) -> float:

@@ -1,6 +1,7 @@
-"""Resumable evaluation runs on disk (``cooper eval``) and their comparison table.
+"""Resumable evaluation runs on disk (``cooper eval``) and their summary table.
 
-A run folder holds::
+What a run evaluates, and the protocol it is identified by, come from
+:mod:`cooper.eval.settings`. A run folder holds::
 
     run.json                  the protocol, written first; a rerun must ask for the same one
     chunks/NAME/00003.json    samples of chunk 3 of benchmark NAME (while NAME is in progress)
@@ -20,7 +21,6 @@ chunks are merged into ``samples/NAME.jsonl`` and removed.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -32,90 +32,22 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from cooper import __version__
-from cooper.data.problems import (
-    BUILTIN_SPLITS,
-    DEFAULT_MAX_ROW_BYTES,
-    Fields,
-    is_local_file,
-    load_problems,
-)
-from cooper.data.prompts import check_template
 from cooper.errors import UserError
 from cooper.eval.sampling import (
-    DEFAULT_CHUNK_PROBLEMS,
     BenchmarkMetrics,
     SampleRecord,
-    check_ks,
-    check_verify_mode,
     chunk_problems,
     default_ks,
     sample_chunk,
     summarize,
 )
-from cooper.infra.generation import Generator, SamplingConfig, load_generator
+from cooper.eval.settings import Benchmark, EvalSettings, load_benchmarks, protocol
+from cooper.infra.environment import PACKAGES, environment
+from cooper.infra.files import remove_temp_files, write_atomic, write_json
+from cooper.infra.generation import Generator, load_generator
 from cooper.types import Problem
 
 log = logging.getLogger(__name__)
-
-BACKENDS = ("hf", "vllm")
-
-
-@dataclass(frozen=True)
-class EvalSettings:
-    """What to evaluate and how; all but ``ks``, ``trust_remote_code`` and ``threads`` decide the samples."""
-
-    model: str
-    benchmarks: tuple[str, ...]  # built-in names and/or .jsonl/.json/.parquet paths
-    sampling: SamplingConfig = SamplingConfig(n=8, temperature=0.7, top_p=0.95)
-    backend: str = "hf"
-    limit: int | None = None  # first N problems of each benchmark
-    prompt_template: str | None = None  # user message with {question}; None: the default
-    verify_mode: str = "strict"
-    verify_timeout_s: float | None = None  # None: the verifier's default
-    batch_size: int = 16  # sequences per generate call (HF); decides batches, hence samples
-    chunk_size: int = DEFAULT_CHUNK_PROBLEMS  # problems per resumable chunk
-    fields: Fields = Fields()  # column mapping of local files
-    skip_bad: bool = False
-    max_row_bytes: int = DEFAULT_MAX_ROW_BYTES
-    dtype: str | None = None
-    ks: tuple[int, ...] | None = None  # pass@k values; None: powers of two up to n, and n
-    trust_remote_code: bool = False
-    threads: int | None = None  # torch CPU threads; None: torch's default (one per core)
-
-    def __post_init__(self):
-        if not self.benchmarks:
-            raise UserError("no benchmarks given; pass e.g. --benchmarks gsm8k,svamp,math500")
-        if self.backend not in BACKENDS:
-            raise UserError(f"unknown backend '{self.backend}'; choose {' or '.join(BACKENDS)}")
-        if self.batch_size < 1 or self.chunk_size < 1:
-            raise UserError("--batch-size and --chunk-size must be >= 1")
-        if self.threads is not None and self.threads < 1:
-            raise UserError(f"--threads must be >= 1, got {self.threads}")
-        check_verify_mode(self.verify_mode)
-        if self.verify_timeout_s is not None and not self.verify_timeout_s > 0:
-            raise UserError(f"--verify-timeout must be positive, got {self.verify_timeout_s}")
-        if self.prompt_template is not None:
-            check_template(self.prompt_template)
-        if self.ks is not None:
-            check_ks(self.ks, self.sampling.n)
-
-
-@dataclass(frozen=True)
-class Benchmark:
-    """A benchmark's problems under the name used in files and tables."""
-
-    name: str  # built-in name, or a local file's stem
-    source: str  # as given on the command line
-    problems: tuple[Problem, ...]
-
-    def digest(self) -> str:
-        """SHA-256 over ids, questions and references: a changed file invalidates a resume."""
-        h = hashlib.sha256()
-        for p in self.problems:
-            for part in (p.id, p.question, p.reference):
-                h.update(part.encode("utf-8", "surrogatepass") + b"\0")
-        return h.hexdigest()
 
 
 @dataclass
@@ -123,62 +55,22 @@ class RunResult:
     """What ``cooper eval`` computed, as written to ``results.json``."""
 
     protocol: dict[str, Any]
+    """the settings that decide the samples, and the benchmarks' digests (``run.json``)"""
     metrics: list[BenchmarkMetrics]
-    average: dict[str, Any]  # accuracy, majority_accuracy, pass_at_k over benchmarks
-    samples_computed: int  # by this invocation
-    samples_reused: int  # from earlier invocations
-    wall_time_s: float  # this invocation
-    compute_time_s: dict[str, float] = field(default_factory=dict)  # per benchmark, all invocations
-
-
-def load_benchmarks(settings: EvalSettings) -> list[Benchmark]:
-    """Resolve every ``--benchmarks`` entry; unknown names and bad files fail before any model loads."""
-    out: list[Benchmark] = []
-    for source in settings.benchmarks:
-        if source not in BUILTIN_SPLITS and not is_local_file(source):
-            raise UserError(f"unknown benchmark '{source}'. Built-in: "
-                            f"{', '.join(BUILTIN_SPLITS)}; or a path to a .jsonl, .json or "
-                            ".parquet file (see --question-field/--answer-field)")
-        problems = load_problems(source, fields=settings.fields, limit=settings.limit,
-                                 skip_bad=settings.skip_bad,
-                                 max_row_bytes=settings.max_row_bytes)
-        name = source if source in BUILTIN_SPLITS else Path(source).stem
-        if any(b.name == name for b in out):
-            raise UserError(f"two benchmarks are both named '{name}' (a file's name is its "
-                            "stem); rename one file or drop the duplicate")
-        out.append(Benchmark(name, source, tuple(problems)))
-    return out
-
-
-def protocol(settings: EvalSettings, benchmarks: Sequence[Benchmark]) -> dict[str, Any]:
-    """The part of the settings that decides the samples, plus the benchmarks' contents."""
-    s = settings
-    return {
-        "model": s.model, "backend": s.backend, **asdict(s.sampling), "limit": s.limit,
-        "prompt_template": s.prompt_template, "verify_mode": s.verify_mode,
-        "verify_timeout_s": s.verify_timeout_s, "batch_size": s.batch_size,
-        "chunk_size": s.chunk_size, "dtype": s.dtype,
-        "benchmarks": [{"name": b.name, "source": b.source, "num_problems": len(b.problems),
-                        "sha256": b.digest()} for b in benchmarks],
-    }
+    """per benchmark, in the order given"""
+    average: dict[str, Any]
+    """accuracy, majority_accuracy and pass_at_k, unweighted mean over benchmarks"""
+    samples_computed: int
+    """samples generated by this invocation"""
+    samples_reused: int
+    """samples read back from earlier invocations"""
+    wall_time_s: float
+    """wall time of this invocation"""
+    compute_time_s: dict[str, float] = field(default_factory=dict)
+    """generation and verification time per benchmark, over all invocations"""
 
 
 # ------------------------------------------------------------------ files
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Write-then-rename: readers see the old file or the complete new one, never a part."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)  # make the rename itself survive a power cut
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
 
 def _to_jsonl(records: Sequence[SampleRecord]) -> str:
     return "".join(json.dumps(asdict(r), ensure_ascii=False) + "\n" for r in records)
@@ -207,7 +99,7 @@ def _check_protocol(out: Path, proto: dict[str, Any]) -> bool:
         if any(p.name != ".lock" for p in out.iterdir()):
             raise UserError(f"{out} is not empty and holds no cooper eval run (no run.json); "
                             "pick a new --out folder")
-        _write_atomic(path, json.dumps(proto, indent=2) + "\n")
+        write_json(path, proto)
         return False
     old = json.loads(path.read_text())
     if old != proto:
@@ -309,8 +201,7 @@ def _run_benchmark(bench: Benchmark, out: Path, settings: EvalSettings,
                      json.loads(done_path.read_text())["compute_time_s"])
     chunk_dir = out / "chunks" / bench.name
     chunk_dir.mkdir(parents=True, exist_ok=True)
-    for tmp in chunk_dir.glob(".*.tmp-*"):  # a write cut short by a kill
-        tmp.unlink()
+    remove_temp_files(chunk_dir)  # a write cut short by a kill
     chunks = chunk_problems(bench.problems, settings.chunk_size)
     stored = {i: c for i in range(len(chunks))
               if (c := _read_chunk(chunk_dir, i, chunks[i], n)) is not None}
@@ -333,15 +224,15 @@ def _run_benchmark(bench: Benchmark, out: Path, settings: EvalSettings,
         stored[i] = {"chunk": i, "problem_ids": [p.id for p in chunks[i]],
                      "compute_time_s": time.perf_counter() - t0,
                      "samples": [asdict(r) for r in records]}
-        _write_atomic(chunk_dir / f"{i:05d}.json", json.dumps(stored[i]))
+        write_json(chunk_dir / f"{i:05d}.json", stored[i], indent=None)
         computed += len(records)
     bar.close()
     samples = [_record(r, str(chunk_dir)) for i in range(len(chunks))
                for r in stored[i]["samples"]]
     seconds = sum(c["compute_time_s"] for c in stored.values())
     # samples file first, then the marker: a kill in between leaves the chunks to merge again
-    _write_atomic(samples_path, _to_jsonl(samples))
-    _write_atomic(done_path, json.dumps({"num_samples": len(samples), "compute_time_s": seconds}))
+    write_atomic(samples_path, _to_jsonl(samples))
+    write_json(done_path, {"num_samples": len(samples), "compute_time_s": seconds}, indent=None)
     shutil.rmtree(chunk_dir)
     return _Done(samples, computed, before, seconds)
 
@@ -372,24 +263,8 @@ def average(metrics: Sequence[BenchmarkMetrics]) -> dict[str, Any]:
             "pass_at_k": {k: mean([m.pass_at_k[k] for m in metrics]) for k in sorted(ks)}}
 
 
-def _versions(backend: str) -> dict[str, str | None]:
-    from importlib import metadata
-
-    out = {}
-    for pkg in ("cooper-rl", "torch", "transformers", "math-verify",
-                *(("vllm",) if backend == "vllm" else ())):
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            out[pkg] = None
-    out["cooper-rl"] = out["cooper-rl"] or __version__
-    return out
-
-
 def _write_results(out: Path, r: RunResult, settings: EvalSettings) -> None:
-    import platform
-    import sys
-
+    packages = (*PACKAGES, "vllm") if settings.backend == "vllm" else PACKAGES
     doc = {
         "protocol": r.protocol,
         "benchmarks": {m.benchmark: {**asdict(m), "compute_time_s": r.compute_time_s[m.benchmark]}
@@ -399,12 +274,10 @@ def _write_results(out: Path, r: RunResult, settings: EvalSettings) -> None:
         "samples_reused": r.samples_reused,
         "wall_time_s": r.wall_time_s,
         "compute_time_s": sum(r.compute_time_s.values()),
-        "versions": _versions(settings.backend),
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        # no hardware: a finished run is rerun without importing torch
+        **environment(packages, hardware=False),
     }
-    _write_atomic(out / "results.json", json.dumps(doc, indent=2) + "\n")
+    write_json(out / "results.json", doc)
 
 
 def format_summary(r: RunResult) -> str:

@@ -19,7 +19,7 @@ degree and percent signs).
 
 :func:`evaluate_problems` is the in-memory entry point (the trainer's periodic validation and
 experiments call it; it writes no files). The resumable on-disk run behind ``cooper eval``
-lives in :mod:`cooper.eval_run`; both cut the problems into the same chunks
+lives in :mod:`cooper.eval.run`; both cut the problems into the same chunks
 (:func:`chunk_problems`), so they produce the same samples for the same settings.
 """
 
@@ -49,15 +49,21 @@ class SampleRecord:
 
     benchmark: str
     problem_id: str
-    sample: int  # index among the problem's n samples, 0..n-1
-    prompt: str  # the text the model was given (chat template applied when the backend has one)
+    sample: int
+    """index among the problem's n samples, 0..n-1"""
+    prompt: str
+    """the text the model was given (chat template applied when the backend has one)"""
     completion: str
     reference: str
-    extracted: str | None  # the verifier's extracted final answer, None when none was found
+    extracted: str | None
+    """the verifier's extracted final answer, None when none was found"""
     correct: bool
-    reason: str  # the verifier's reason for its verdict
-    num_tokens: int  # generated tokens, end-of-sequence included, padding excluded
-    finish_reason: str  # "stop" or "length" (cut at max_new_tokens)
+    reason: str
+    """the verifier's reason for its verdict"""
+    num_tokens: int
+    """generated tokens, end-of-sequence included, padding excluded"""
+    finish_reason: str
+    """'stop' or 'length' (cut at max_new_tokens)"""
 
 
 @dataclass(frozen=True)
@@ -67,7 +73,8 @@ class ProblemScore:
     problem_id: str
     num_samples: int
     num_correct: int
-    majority_answer: str | None  # normalised winning answer; None when no sample had one
+    majority_answer: str | None
+    """normalised winning answer; None when no sample had one"""
     majority_correct: bool
 
 
@@ -78,11 +85,16 @@ class BenchmarkMetrics:
     benchmark: str
     num_problems: int
     samples_per_problem: int
-    accuracy: float  # mean verdict over all samples
-    pass_at_k: dict[int, float]  # k -> mean unbiased pass@k over problems
-    majority_accuracy: float  # maj@n
-    mean_tokens: float  # generated tokens per sample
-    truncated_fraction: float  # samples cut at max_new_tokens
+    accuracy: float
+    """mean verdict over all samples"""
+    pass_at_k: dict[int, float]
+    """k -> mean unbiased pass@k over problems"""
+    majority_accuracy: float
+    """maj@n: the fraction of problems whose most frequent answer is right"""
+    mean_tokens: float
+    """generated tokens per sample"""
+    truncated_fraction: float
+    """fraction of samples cut at max_new_tokens"""
 
 
 @dataclass
@@ -92,7 +104,8 @@ class BenchmarkResult:
     metrics: BenchmarkMetrics
     problems: list[ProblemScore]
     samples: list[SampleRecord]
-    seconds: float = 0.0  # time spent generating and verifying (0 for reused samples)
+    seconds: float = 0.0
+    """time spent generating and verifying (0 for reused samples)"""
 
 
 # ------------------------------------------------------------------ metrics (pure functions)

@@ -34,19 +34,32 @@ from cooper.errors import UserError
 
 @dataclass(frozen=True)
 class DemoSettings:
-    out: str = "runs/demo"  # folder for every artefact
-    rm_triples: int = 160  # labelled triples for the reward model (half correct)
+    """What ``cooper demo`` runs: small enough for minutes on a laptop CPU."""
+
+    out: str = "runs/demo"
+    """folder for every artefact"""
+    rm_triples: int = 160
+    """labelled triples for the reward model (half correct)"""
     # 128 small steps at a high rate for the top layers: held-out accuracy near 1.0 on this
     # task in about two minutes (1 epoch at the library's default rate stays at chance)
     rm_epochs: int = 6
+    """BCE epochs of the reward model over its triples"""
     rm_lr: float = 2e-4
-    rm_train_layers: int = 4  # top decoder layers trained (the rest frozen): minutes, not hours
+    """reward-model learning rate"""
+    rm_train_layers: int = 4
+    """top decoder layers trained (the rest frozen): minutes, not hours"""
     rm_max_length: int = 384
-    dataset: str = "arith_small"  # the task of every stage
-    eval_problems: int = 16  # test problems, evaluated before and after
+    """reward-model input tokens"""
+    dataset: str = "arith_small"
+    """the task of every stage"""
+    eval_problems: int = 16
+    """test problems, evaluated before and after"""
     eval_max_new_tokens: int = 128
-    steps: int = 4  # Cooper steps
+    """generated tokens per evaluation sample"""
+    steps: int = 4
+    """Cooper steps"""
     seed: int = 0
+    """seed of the data, the reward-model training, sampling and RL"""
 
     def __post_init__(self):
         for name in ("rm_triples", "rm_epochs", "eval_problems", "eval_max_new_tokens", "steps"):
@@ -91,6 +104,7 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
     from cooper.infra import embedded
     from cooper.infra.generation import HFGenerator, SamplingConfig
     from cooper.infra.models import DEFAULT_MODEL
+    from cooper.infra.protocol import PAPER_TEMPERATURE, PAPER_TOP_P
 
     s = settings
     out = Path(s.out)
@@ -119,7 +133,7 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
     stage("train VerifyRM", t0, f"held-out accuracy {heldout_acc:.2f}", rm_dir)
 
     held_out = list(load_problems(s.dataset, "test", limit=s.eval_problems))
-    sampling = SamplingConfig(n=1, temperature=0.7, top_p=0.95,
+    sampling = SamplingConfig(n=1, temperature=PAPER_TEMPERATURE, top_p=PAPER_TOP_P,
                               max_new_tokens=s.eval_max_new_tokens, seed=s.seed)
 
     _header(4, f"evaluate the initial policy on {len(held_out)} {s.dataset} test problems")
@@ -166,7 +180,7 @@ def _write_perturbed(path: Path, dataset: str, n: int, seed: int) -> int:
 
 
 def _train_rm(data_file: Path, rm_dir: Path, s: DemoSettings) -> float:
-    from cooper.config.rm import RMTrainConfig as TrainConfig
+    from cooper.config.rm import RMTrainConfig
     from cooper.data.triples import load_triples
     from cooper.infra.models import DEFAULT_MODEL
     from cooper.rm.model import RewardModel
@@ -174,8 +188,8 @@ def _train_rm(data_file: Path, rm_dir: Path, s: DemoSettings) -> float:
 
     rows = list(load_triples(data_file))
     rm = RewardModel.load(DEFAULT_MODEL, max_length=s.rm_max_length, dtype="float32")
-    report = train_bce(rm, rows, TrainConfig(lr=s.rm_lr, epochs=s.rm_epochs, seed=s.seed,
-                                             holdout=0.2, train_layers=s.rm_train_layers))
+    report = train_bce(rm, rows, RMTrainConfig(lr=s.rm_lr, epochs=s.rm_epochs, seed=s.seed,
+                                               holdout=0.2, train_layers=s.rm_train_layers))
     rm.save(rm_dir)
     last = report.epochs[-1].heldout
     return last.accuracy if last is not None else float("nan")

@@ -1,7 +1,7 @@
 """The report of a reward-hacking experiment: PNG plots, ``report.md`` and ``report.html``.
 
-Reads an experiment folder written by :mod:`cooper.experiment` (complete or not: an arm that
-has not run yet is listed as such) and writes, into ``DIR/report``:
+Reads an experiment folder written by :mod:`cooper.experiment.hacking` (complete or not: an
+arm that has not run yet is listed as such) and writes, into ``DIR/report``:
 
 - ``heldout_accuracy.png``: held-out verified accuracy (``val/accuracy``) against step, per arm;
 - ``training_reward.png``: the reward each arm optimises (the verifier in ``rule``, the reward
@@ -12,9 +12,10 @@ has not run yet is listed as such) and writes, into ``DIR/report``:
   file works offline): the final table (arms x benchmarks + average, the initial policy as the
   "no RL" row), the hacking figures, the settings, software versions and run time.
 
-Per-step curves are noisy (a step sees a handful of prompts), so they are drawn raw and thin
-with a moving average on top; every number in the tables is computed from the raw records,
-with its definition written next to it.
+The plots are drawn by :mod:`cooper.experiment.plots` (raw and thin, with a moving average on
+top: per-step curves are noisy); this module reads the folder and renders the tables, markdown
+and HTML. Every number in the tables is computed from the raw records, with its definition
+written next to it.
 """
 
 from __future__ import annotations
@@ -30,13 +31,14 @@ from typing import Any
 import yaml
 
 from cooper.errors import UserError
-
-ARM_LABELS = {"rule": "rule (verifier)", "rm": "fixed RM", "cooper": "Cooper"}
-ARM_COLORS = {"rule": "#4c72b0", "rm": "#c44e52", "cooper": "#55a868"}
+from cooper.experiment.plots import ARM_LABELS, make_plots, moving_average, window_for
+from cooper.infra.files import read_json
 
 
 @dataclass(frozen=True)
 class ReportPaths:
+    """Where :func:`build_report` wrote the report."""
+
     folder: Path
     html: Path
     markdown: Path
@@ -45,10 +47,16 @@ class ReportPaths:
 
 @dataclass
 class Arm:
+    """One arm's records as its folder holds them (an arm not run yet has none)."""
+
     name: str
-    rows: list[dict[str, float]]  # metrics.jsonl
-    final: dict[str, Any] | None  # final_eval.json
-    trained: dict[str, Any] | None  # trained.json
+    """rule, rm or cooper"""
+    rows: list[dict[str, float]]
+    """the per-step records of metrics.jsonl"""
+    final: dict[str, Any] | None
+    """final_eval.json: the final policy's benchmark scores"""
+    trained: dict[str, Any] | None
+    """trained.json: steps and training time"""
 
     def series(self, key: str) -> tuple[list[int], list[float]]:
         pts = [(int(r["step"]), float(r[key])) for r in self.rows
@@ -70,32 +78,13 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
 
 
-def _read_json(path: Path) -> Any | None:
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
 def load_arms(folder: Path, names: list[str]) -> list[Arm]:
     return [Arm(n, _read_jsonl(folder / "arms" / n / "metrics.jsonl"),
-                _read_json(folder / "arms" / n / "final_eval.json"),
-                _read_json(folder / "arms" / n / "trained.json")) for n in names]
+                read_json(folder / "arms" / n / "final_eval.json"),
+                read_json(folder / "arms" / n / "trained.json")) for n in names]
 
 
 # ------------------------------------------------------------------ figures (pure functions)
-
-def moving_average(values: list[float], window: int) -> list[float]:
-    """Trailing mean over up to ``window`` values (the first points average what exists)."""
-    out, total = [], 0.0
-    for i, v in enumerate(values):
-        total += v
-        if i >= window:
-            total -= values[i - window]
-        out.append(total / min(i + 1, window))
-    return out
-
-
-def window_for(n: int) -> int:
-    return max(1, n // 10)
-
 
 def tail_mean(values: list[float], fraction: float = 0.1) -> float:
     """Mean of the last ``fraction`` of the values (at least one)."""
@@ -138,68 +127,6 @@ def hacking_figures(arm: Arm) -> dict[str, float]:
         "probe_first": probe[0] if probe else math.nan,
         "probe_last": probe[-1] if probe else math.nan,
     }
-
-
-# ------------------------------------------------------------------ plots
-
-def _plot(arms: list[Arm], key_of, title: str, ylabel: str, path: Path, *,
-          dashed_key=None, smooth: bool = True, ylim=None, hline=None) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
-    drawn = False
-    for arm in arms:
-        color = ARM_COLORS.get(arm.name, None)
-        steps, vals = arm.series(key_of(arm))
-        if steps:
-            drawn = True
-            if smooth and len(vals) > 3:
-                ax.plot(steps, vals, color=color, alpha=0.25, linewidth=0.8)
-                ax.plot(steps, moving_average(vals, window_for(len(vals))), color=color,
-                        linewidth=2, label=ARM_LABELS.get(arm.name, arm.name))
-            else:
-                ax.plot(steps, vals, color=color, marker="o", markersize=3, linewidth=2,
-                        label=ARM_LABELS.get(arm.name, arm.name))
-        if dashed_key is not None:
-            steps, vals = arm.series(dashed_key)
-            if steps:
-                ax.plot(steps, moving_average(vals, window_for(len(vals))), color=color,
-                        linestyle="--", linewidth=1.2)
-    if hline is not None:
-        ax.axhline(hline, color="grey", linewidth=0.8)
-    if not drawn:
-        ax.text(0.5, 0.5, "no data yet", ha="center", va="center", transform=ax.transAxes)
-    ax.set_title(title)
-    ax.set_xlabel("step")
-    ax.set_ylabel(ylabel)
-    if ylim:
-        ax.set_ylim(*ylim)
-    ax.grid(alpha=0.3)
-    if drawn:
-        ax.legend(loc="best", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
-
-
-def make_plots(arms: list[Arm], folder: Path) -> list[Path]:
-    return [
-        _plot(arms, lambda a: "val/accuracy", "Held-out accuracy (verifier)", "accuracy",
-              folder / "heldout_accuracy.png", smooth=False, ylim=(0, 1)),
-        _plot(arms, lambda a: a.reward_key,
-              "Training reward (solid) and verified accuracy of the rollouts (dashed)",
-              "mean per step", folder / "training_reward.png", dashed_key="reward/rule_mean",
-              ylim=(0, 1)),
-        _plot(arms, lambda a: "hacking/gap", "Hacking gap: reward model minus verifier",
-              "gap", folder / "hacking_gap.png", ylim=(-1, 1), hline=0.0),
-        _plot(arms, lambda a: "val/rm_probe_accuracy",
-              "Reward model accuracy on the fixed labelled probe", "accuracy",
-              folder / "rm_probe.png", smooth=False, ylim=(0, 1)),
-    ]
 
 
 # ------------------------------------------------------------------ tables
@@ -304,8 +231,8 @@ def build_report(folder: str | Path, out: str | Path | None = None) -> ReportPat
         raise UserError(f"{folder} is not an experiment folder (no experiment.yaml); run "
                         "`cooper experiment hacking --preset NAME --out DIR` first")
     settings = yaml.safe_load(settings_file.read_text())
-    status = _read_json(folder / "experiment.json") or {}
-    setup = _read_json(folder / "setup" / "setup.json")
+    status = read_json(folder / "experiment.json") or {}
+    setup = read_json(folder / "setup" / "setup.json")
     names = [a.strip() for a in settings["arms"].split(",") if a.strip()]
     arms = load_arms(folder, names)
     report_dir = Path(out) if out else folder / "report"

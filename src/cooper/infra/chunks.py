@@ -2,7 +2,7 @@
 
 A job that writes ``OUT.parquet`` keeps its progress in the folder ``OUT.parquet.parts/``:
 each finished chunk of rows is written to a temporary file, flushed to disk and renamed to
-``part-NNNNN.parquet`` (a rename is atomic, so a part is either complete or absent). When the
+``part-NNNNN.parquet`` (:mod:`cooper.infra.files`: a part is either complete or absent). When the
 job ends, the parts are assembled into the output file(s) the same way (temporary file,
 rename) and the folder is removed; a job may route rows to several files (labelling writes
 kept and dropped rows apart). A rerun reads the output files and any parts, and a row of a
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import uuid
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,36 +22,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cooper.errors import UserError
+from cooper.infra.files import atomic_open, remove_temp_files
 
 Row = dict[str, Any]
 
 
-def write_atomic(table: pa.Table, path: Path) -> None:
+def write_table(table: pa.Table, path: Path) -> None:
     """Write a parquet file so that ``path`` is either the whole table or untouched."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{uuid.uuid4().hex}-{path.name}")
-    try:
-        with tmp.open("wb") as f:
-            pq.write_table(table, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    with atomic_open(path, "wb") as f:
+        pq.write_table(table, f)
 
 
 class ChunkStore:
@@ -76,8 +55,7 @@ class ChunkStore:
     def _part_paths(self) -> list[Path]:
         if not self.parts_dir.is_dir():
             return []
-        for stale in self.parts_dir.glob(".tmp-*"):
-            stale.unlink(missing_ok=True)  # a part that was being written when a run died
+        remove_temp_files(self.parts_dir)  # a part that was being written when a run died
         return sorted(self.parts_dir.glob("part-*.parquet"))
 
     def _read(self, path: Path) -> list[Row]:
@@ -109,7 +87,7 @@ class ChunkStore:
         paths = self._part_paths()
         n = int(paths[-1].stem.split("-")[1]) + 1 if paths else 0
         path = self.parts_dir / f"part-{n:05d}.parquet"
-        write_atomic(pa.Table.from_pylist(rows, schema=self.schema), path)
+        write_table(pa.Table.from_pylist(rows, schema=self.schema), path)
         return path
 
     def finalize(self, order: Callable[[Row], Any] | None = None,
@@ -130,7 +108,7 @@ class ChunkStore:
         for r in rows:
             routed[route(r) if route else 0].append(r)
         for path, part in zip(self.outputs, routed, strict=True):
-            write_atomic(pa.Table.from_pylist(part, schema=self.schema), path)
+            write_table(pa.Table.from_pylist(part, schema=self.schema), path)
         if self.parts_dir.is_dir():
             shutil.rmtree(self.parts_dir)
         return rows

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from cooper.errors import UserError
+from cooper.infra.protocol import PAPER_TEMPERATURE, PAPER_TOP_P
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -44,14 +45,19 @@ OnSamples = Callable[[int], None]  # called with the number of samples just fini
 class SamplingConfig:
     """How to sample. ``temperature == 0`` means greedy decoding."""
 
-    n: int = 1  # samples per conversation
-    temperature: float = 0.7
-    top_p: float = 0.95
+    n: int = 1
+    """samples per conversation"""
+    temperature: float = PAPER_TEMPERATURE
+    """sampling temperature, 0 = greedy (default: the paper's evaluation protocol)"""
+    top_p: float = PAPER_TOP_P
+    """nucleus sampling: draw from the most likely tokens that hold this much probability"""
     max_new_tokens: int = 512
+    """generated tokens per sample, at most"""
     seed: int = 0
-    # Local models: draw from a private generator instead of torch's global one, so sampling
-    # neither depends on nor moves the global random stream (needs top_p == 1).
+    """base seed: each batch (HF), request (vLLM) or sample (endpoint) derives its own from it"""
     private_rng: bool = False
+    """local models: draw from a private generator instead of torch's global one, so sampling
+    neither depends on nor moves the global random stream (needs top_p == 1)"""
 
     def __post_init__(self):
         if self.n < 1:
@@ -71,12 +77,16 @@ class Generation:
     """One sampled completion."""
 
     text: str
-    num_tokens: int  # generated tokens, the end-of-sequence token included, padding excluded
-    finish_reason: str  # "stop" (end-of-sequence), "length" (hit max_new_tokens) or "error"
-    # Served backends only: requests it took (retries included), and why there is no text
-    # ("kind: reason") when the request failed, so callers can list the failure, not lose it.
+    """the completion, without the prompt"""
+    num_tokens: int
+    """generated tokens, the end-of-sequence token included, padding excluded"""
+    finish_reason: str
+    """'stop' (end-of-sequence), 'length' (hit max_new_tokens) or 'error'"""
     attempts: int = 1
+    """served backends: requests it took, retries included"""
     failure: str | None = None
+    """served backends: why there is no text ('kind: reason'), so a caller can list the failure,
+    not lose it"""
 
 
 class Generator(Protocol):

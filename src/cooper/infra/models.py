@@ -3,7 +3,7 @@
 A model is named by one string, resolved in this order:
 
 1. ``smollm2-135m-instruct`` (the default): the embedded model, prepared on first use
-   (see :mod:`cooper.embedded`);
+   (see :mod:`cooper.infra.embedded`);
 2. a local Hugging Face folder (anything with a ``config.json``);
 3. a Hub id such as ``Qwen/Qwen2.5-1.5B-Instruct``: taken from the local Hugging Face cache, or
    downloaded when the Hub is reachable. With no Hub in reach the error names the offline

@@ -1,5 +1,5 @@
 """Resilience pieces of a network client, free of any transport: a circuit breaker and
-``Retry-After`` parsing. :mod:`cooper.endpoint` uses them; they are kept apart because they
+``Retry-After`` parsing. :mod:`cooper.infra.endpoint` uses them; they are kept apart because they
 are pure bookkeeping, tested with a fake clock.
 """
 

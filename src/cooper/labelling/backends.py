@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from cooper.errors import UserError
 
 if TYPE_CHECKING:
-    from cooper.infra.endpoint import EndpointConfig
+    from cooper.infra.endpoint_records import EndpointConfig
     from cooper.infra.generation import Generator
 
 _LABEL = re.compile(r"^([A-Za-z0-9_.-]+)=(.+)$")
@@ -35,13 +35,18 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 @dataclass(frozen=True)
 class BackendSpec:
-    """A model to sample from: ``kind`` "hf" (local) or "api" (endpoint)."""
+    """A model to sample from, as parsed from one spec."""
 
-    label: str  # the name rows carry
+    label: str
+    """the name rows carry"""
     kind: str
-    model: str  # local: embedded name, folder or Hub id; api: the served model name
-    url: str | None = None  # api only: base URL such as http://127.0.0.1:8000/v1
-    key_env: str | None = None  # api only: variable holding the key (None: command default)
+    """'hf' (a local model) or 'api' (an OpenAI-compatible endpoint)"""
+    model: str
+    """local: embedded name, folder or Hub id; api: the served model name"""
+    url: str | None = None
+    """api only: base URL such as http://127.0.0.1:8000/v1"""
+    key_env: str | None = None
+    """api only: variable holding the key (None: command default)"""
 
     @property
     def is_endpoint(self) -> bool:
@@ -94,18 +99,21 @@ class LocalOptions:
     """How local (``hf:``) models are run."""
 
     batch_size: int = 16
+    """sequences per generate call"""
     trust_remote_code: bool = False
+    """allow a checkpoint to run its own Python code"""
     dtype: str | None = None
-    # CPU threads for torch (None: torch's default, one per core). On a small or shared CPU, 1
-    # can be several times faster: a busy core stalls every multi-threaded matmul
+    """model dtype, e.g. bfloat16 (None: the checkpoint's)"""
     threads: int | None = None
+    """CPU threads for torch (None: torch's default, one per core); on a small or shared CPU, 1
+    can be several times faster: a busy core stalls every multi-threaded matmul"""
 
 
 def endpoint_config(spec: BackendSpec, base: EndpointConfig | None = None,
                     default_key_env: str = "OPENAI_API_KEY") -> EndpointConfig:
     """The endpoint settings of an ``api:`` spec: ``base``'s limits with the spec's URL,
     model and key variable."""
-    from cooper.infra.endpoint import EndpointConfig
+    from cooper.infra.endpoint_records import EndpointConfig
 
     assert spec.url is not None
     key_env = spec.key_env or default_key_env

@@ -8,7 +8,7 @@ count and finish reason. A row's key is (problem, generator, sample index); its 
 A request that failed after its retries is written as a row with ``status = "failed"``, the
 failure kind in ``error`` and the reason in ``error_detail``, and an empty completion: it is
 listed, never dropped. A rerun with the same output skips rows that succeeded and tries the
-failed and missing ones again (see :mod:`cooper.chunks` for how rows are committed). The
+failed and missing ones again (see :mod:`cooper.infra.chunks` for how rows are committed). The
 sampling settings of a generator's committed rows must match the rerun's, or the rerun stops:
 mixing settings under one generator name would silently change what the data means.
 """
@@ -27,7 +27,8 @@ import pyarrow as pa
 from cooper.data.prompts import prompt_messages
 from cooper.errors import UserError
 from cooper.infra.chunks import ChunkStore, Row
-from cooper.infra.endpoint import EndpointConfig, EndpointGenerator, to_generation
+from cooper.infra.endpoint import EndpointGenerator, to_generation
+from cooper.infra.endpoint_records import EndpointConfig
 from cooper.infra.generation import Generation, SamplingConfig
 from cooper.labelling.backends import BackendSpec, LocalOptions, open_generator
 from cooper.types import Problem
@@ -50,7 +51,7 @@ SCHEMA = pa.schema([
     ("num_tokens", pa.int32()),  # 0 when an endpoint does not report usage
     ("finish_reason", pa.string()),  # stop, length, or error
     ("status", pa.string()),  # ok or failed
-    ("error", pa.string()),  # failure kind (see cooper.infra.endpoint.FAILURE_KINDS), null if ok
+    ("error", pa.string()),  # failure kind (infra.endpoint_records.FAILURE_KINDS), null if ok
     ("error_detail", pa.string()),
     ("attempts", pa.int32()),  # requests it took (1 for local models)
 ])
@@ -79,9 +80,12 @@ class GeneratorSummary:
     rows: int = 0
     ok: int = 0
     failed: int = 0
-    new_rows: int = 0  # written by this run (the rest were committed before)
+    new_rows: int = 0
+    """rows written by this run (the rest were committed before)"""
     failures: dict[str, int] = field(default_factory=dict)
-    endpoint: dict[str, int] = field(default_factory=dict)  # endpoint counters of this run
+    """failed rows by failure kind"""
+    endpoint: dict[str, int] = field(default_factory=dict)
+    """endpoint counters of this run"""
 
 
 @dataclass

@@ -64,10 +64,14 @@ _END_CHOICE = (f"{_UNTRUSTED} Reply with exactly one line: \"VERDICT: YES\" if t
 class JudgeVerdict:
     """The judge's decision on one solution."""
 
-    verdict: str  # one of VERDICTS
-    output: str = ""  # the judge's reply as written (audit trail)
-    error: str | None = None  # "kind: reason" when the request failed
-    p_yes: float | None = None  # choice mode: P(YES) / (P(YES) + P(NO))
+    verdict: str
+    """one of VERDICTS"""
+    output: str = ""
+    """the judge's reply as written (audit trail)"""
+    error: str | None = None
+    """'kind: reason' when the request failed"""
+    p_yes: float | None = None
+    """choice mode: P(YES) / (P(YES) + P(NO))"""
 
     @property
     def correct(self) -> bool | None:

@@ -2,7 +2,7 @@
 
 Each row gets two votes: the verifier's (``yes`` correct, ``no`` wrong or no final answer,
 ``undecided`` on a verifier timeout or error) and the judge's (``yes``, ``no``, ``unparsed``,
-``failed``; see :mod:`cooper.judge`). A row whose completion was never produced (a failed
+``failed``; see :mod:`cooper.labelling.judge`). A row whose completion was never produced (a failed
 request in ``cooper data collect``) is voted on by neither and dropped as
 ``collect_failed:KIND``. The kept label follows a policy (:func:`decide`):
 
@@ -16,7 +16,7 @@ Outputs: ``OUT`` holds the kept rows, trainable by ``cooper rm train`` as is (``
 ``reference``, ``completion``, ``label``, ``id``, ``source``); ``OUT.dropped.parquet`` holds
 every other row with its ``drop_reason``; ``OUT.stats.json`` the statistics
 (:class:`LabelStats`). Both votes and the judge's reply stay on every row. The votes are
-committed in chunks (:mod:`cooper.chunks`), so a rerun skips rows already voted on (rows whose
+committed in chunks (:mod:`cooper.infra.chunks`), so a rerun skips rows already voted on (rows whose
 judge request failed or whose verification timed out are asked again); the policy is applied
 when the files are assembled, so rerunning with another ``--policy`` costs nothing.
 """
@@ -36,6 +36,7 @@ import pyarrow as pa
 from cooper.data.problems import DataError, _iter_rows, is_local_file
 from cooper.errors import UserError
 from cooper.infra.chunks import ChunkStore, Row
+from cooper.infra.files import write_atomic
 from cooper.labelling import collect
 from cooper.labelling.judge import JudgeItem
 
@@ -96,16 +97,23 @@ class LabelStats:
     rows: int
     kept: int
     kept_fraction: float
-    dropped: dict[str, int]  # by drop reason
-    agreement_rate: float | None  # among rows where both votes are yes/no
+    dropped: dict[str, int]
+    """dropped rows by drop reason"""
+    agreement_rate: float | None
+    """how often the votes agree, among rows where both are yes/no (None: no such row)"""
     both_voted: int
-    unparsed: int  # judge replies without a verdict marker
-    label_balance: dict[str, float]  # positive, negative, positive_fraction (kept rows)
+    unparsed: int
+    """judge replies without a verdict marker"""
+    label_balance: dict[str, float]
+    """positive, negative and positive_fraction of the kept rows"""
     verifier_votes: dict[str, int]
     judge_votes: dict[str, int]
-    confusion: dict[str, int]  # "verifier_yes/judge_no": rows, among rows both voted on
-    failures: dict[str, int]  # "collect:KIND" and "judge:KIND"
-    judge_endpoint: dict[str, int] = field(default_factory=dict)  # this run's counters
+    confusion: dict[str, int]
+    """rows per vote pair ('verifier_yes/judge_no', ...), among rows both voted on"""
+    failures: dict[str, int]
+    """failed requests by 'collect:KIND' and 'judge:KIND'"""
+    judge_endpoint: dict[str, int] = field(default_factory=dict)
+    """the judge endpoint's counters of this run"""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
@@ -242,7 +250,5 @@ def label(in_path: str | os.PathLike, out: str | os.PathLike, judge: Judge | Non
     stats = compute_stats(final, policy, judge_name)
     if judge is not None:
         stats.judge_endpoint = judge.metrics()
-    tmp = stats_path.with_name(f".tmp-{stats_path.name}")
-    tmp.write_text(stats.to_json() + "\n")
-    os.replace(tmp, stats_path)
+    write_atomic(stats_path, stats.to_json() + "\n")
     return stats

@@ -1,0 +1,176 @@
+"""Settings of ``cooper experiment hacking``: one dataclass per section, a docstring per field.
+
+An experiment trains the same initial policy once per *arm* (``rule``, ``rm``, ``cooper``;
+:mod:`cooper.experiment.hacking`). Its settings are the arms, how the shared starting point is
+built (``setup``, ``rm_init``, ``probe``), how the policies are scored at the end
+(``final_eval``), and the ``cooper train`` settings every arm shares (``train``, a
+:class:`~cooper.config.train.TrainConfig`). A preset in ``config/presets/experiments`` lists
+only what differs from the defaults below; ``key=value`` overrides come after it.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cooper.config.engine import (
+    ConfigError,
+    apply_settings,
+    parse_overrides,
+    preset_dir,
+    read_settings_file,
+)
+from cooper.config.train import TrainConfig, load_config
+from cooper.infra.protocol import PAPER_TEMPERATURE, PAPER_TOP_P
+
+ARMS = ("rule", "rm", "cooper")
+
+
+@dataclass
+class SetupConfig:
+    policy: str = "tiny-arith"
+    """initial policy: 'tiny-arith' (tiny model warm-started on arith_small), 'tiny-random', or a model name/folder"""
+    reward_model: str | None = "tiny-arith"
+    """initial reward model's checkpoint: 'tiny-arith' (random, the policy's tokenizer), 'tiny-random', or a folder"""
+
+
+@dataclass
+class RMInitConfig:
+    triples: int = 0
+    """perturbed triples (half gold, half wrong) the initial reward model is trained on; 0: use it as is"""
+    unfinished: int = 0
+    """extra wrong triples: gold solutions cut off before their final answer (as if out of tokens)"""
+    dataset: str = "arith_small"
+    """problems whose gold solutions and perturbed copies train the initial reward model"""
+    split: str = "train"
+    """split of that dataset"""
+    epochs: int = 1
+    """BCE epochs"""
+    lr: float = 2e-5
+    """BCE learning rate"""
+    batch_size: int = 8
+    """triples per optimiser step"""
+    max_length: int = 256
+    """reward-model input tokens"""
+
+
+@dataclass
+class ProbeConfig:
+    file: str | None = None
+    """labelled triples file to use as the probe (e.g. VerifyBench); None: build perturbed triples"""
+    dataset: str = "arith_small"
+    """problems of the built probe (gold solutions and perturbed copies)"""
+    split: str = "test"
+    """split of that dataset"""
+    triples: int = 200
+    """triples in the built probe"""
+
+
+@dataclass
+class FinalEvalConfig:
+    benchmarks: str = "arith_small:test"
+    """comma-separated DATASET[:SPLIT] the initial and final policies are scored on"""
+    limit: int | None = 200
+    """problems per benchmark (None: all)"""
+    samples: int = 4
+    """samples per problem (paper: 8)"""
+    temperature: float = PAPER_TEMPERATURE
+    """paper protocol: 0.7"""
+    top_p: float = PAPER_TOP_P
+    """paper protocol: 0.95"""
+    max_new_tokens: int = 512
+    """generated tokens per sample"""
+    batch_size: int = 32
+    """sequences per generation batch"""
+    backend: str = "hf"
+    """'hf' (transformers generate) or 'vllm' (GPU)"""
+
+
+@dataclass
+class ExperimentConfig:
+    arms: str = ",".join(ARMS)
+    """comma-separated arms to run, in order: rule, rm, cooper"""
+    train_preset: str | None = None
+    """`cooper train` preset the arms start from (the train section overrides it)"""
+    setup: SetupConfig = field(default_factory=SetupConfig)
+    rm_init: RMInitConfig = field(default_factory=RMInitConfig)
+    probe: ProbeConfig = field(default_factory=ProbeConfig)
+    final_eval: FinalEvalConfig = field(default_factory=FinalEvalConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    @property
+    def arm_list(self) -> list[str]:
+        return [a.strip() for a in self.arms.split(",") if a.strip()]
+
+    def benchmark_list(self) -> list[tuple[str, str | None]]:
+        out = []
+        for item in self.final_eval.benchmarks.split(","):
+            name, _, split = item.strip().partition(":")
+            if name:
+                out.append((name, split or None))
+        return out
+
+    def validate(self) -> ExperimentConfig:
+        arms = self.arm_list
+        bad = [a for a in arms if a not in ARMS]
+        if bad or not arms or len(set(arms)) != len(arms):
+            raise ConfigError(f"arms={self.arms!r}: list each of {', '.join(ARMS)} at most once")
+        if not self.setup.reward_model:
+            raise ConfigError("setup.reward_model is required (every arm gets the same initial "
+                              "reward model): set setup.reward_model=DIR to a trained VerifyRM")
+        if self.rm_init.unfinished < 0 or (self.rm_init.unfinished and not self.rm_init.triples):
+            raise ConfigError("rm_init.unfinished needs rm_init.triples > 0 (it cuts their gold "
+                              "solutions)")
+        if self.rm_init.triples < 0 or self.rm_init.triples % 2:
+            raise ConfigError(f"rm_init.triples must be an even number >= 0 (gold + perturbed "
+                              f"pairs), got {self.rm_init.triples}")
+        if not self.probe.file and (self.probe.triples < 2 or self.probe.triples % 2):
+            raise ConfigError(f"probe.triples must be an even number >= 2, got {self.probe.triples}")
+        if self.final_eval.backend not in ("hf", "vllm"):
+            raise ConfigError(f"final_eval.backend={self.final_eval.backend!r} is not one of: hf, vllm")
+        if not self.benchmark_list():
+            raise ConfigError("final_eval.benchmarks is empty; name at least one DATASET[:SPLIT]")
+        v = self.train.validation
+        if not (v.enabled and v.every_steps > 0):
+            raise ConfigError("the experiment's curves need periodic validation: set "
+                              "train.validation.enabled=true and train.validation.every_steps=K")
+        for arm in arms:  # each arm's settings as the runner will see them
+            t = copy.deepcopy(self.train)
+            t.reward.mode, t.reward.model = arm, self.setup.reward_model
+            t.validate()
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def experiment_dir() -> Path:
+    return preset_dir() / "experiments"
+
+
+def list_experiment_presets() -> list[str]:
+    return sorted(p.stem for p in experiment_dir().glob("*.yaml"))
+
+
+def load_experiment(preset: str, overrides: list[str] | None = None) -> ExperimentConfig:
+    """The preset (a name in ``config/presets/experiments`` or a YAML path), then ``key=value``
+    overrides (``train.max_steps=10``, ``setup.policy=DIR``, ``arms=rm,cooper``)."""
+    path = Path(preset).expanduser()
+    if path.suffix not in (".yaml", ".yml"):
+        path = experiment_dir() / f"{preset}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"unknown experiment preset '{preset}'; presets: "
+                          f"{', '.join(list_experiment_presets())} (or pass a .yaml file)")
+    data = read_settings_file(path)
+    tree = parse_overrides(overrides or [])
+    train_data, train_over = data.pop("train", None) or {}, tree.pop("train", None) or {}
+    exp = ExperimentConfig()
+    apply_settings(exp, data)
+    apply_settings(exp, tree)
+    exp.train = load_config(exp.train_preset)  # the arms' base, then the preset's diffs
+    apply_settings(exp.train, train_data, prefix="train.")
+    apply_settings(exp.train, train_over, prefix="train.")
+    return exp

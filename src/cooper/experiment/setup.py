@@ -1,0 +1,141 @@
+"""Stage 1 of the reward-hacking experiment: what every arm starts from.
+
+Written into ``OUT/setup`` and skipped when a rerun finds ``setup.json`` there (an interrupted
+setup starts over: it takes seconds to minutes). It builds, from ``setup``, ``rm_init`` and
+``probe`` (:mod:`cooper.config.experiment`): the initial policy (a tiny model built on this
+machine is copied in), the initial reward model (optionally trained briefly with BCE on
+perturbed triples), the labelled probe set the reward model is scored on at every validation,
+and the initial policy's benchmark scores (the report's "no RL" row).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import random
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cooper.config.experiment import ExperimentConfig
+from cooper.errors import UserError
+from cooper.experiment.final_eval import evaluate_policy
+from cooper.infra.files import read_json, write_json
+
+log = logging.getLogger(__name__)
+
+TINY_NAMES = ("tiny-arith", "tiny-random")  # models built on this machine, no download
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What every arm starts from (paths inside the experiment folder where built here)."""
+
+    policy: str
+    reward_model: str
+    probe: str
+
+
+def _tiny_model(name: str, role: str, folder: Path, seed: int) -> Path:
+    """A tiny model built on this machine, copied into the experiment folder."""
+    if name == "tiny-arith":
+        from cooper.experiment.testbed import tiny_arith_models
+
+        src = tiny_arith_models() / ("policy" if role == "policy" else "reward")
+    else:
+        from cooper.infra.models import build_tiny_models
+
+        tiny = build_tiny_models(folder / "tiny-random", seed=seed)
+        src = tiny.policy if role == "policy" else tiny.reward
+    dst = folder / role
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _triples_file(path: Path, dataset: str, split: str, n: int, seed: int,
+                  unfinished: int = 0) -> Path:
+    """Gold solutions (label 1) and perturbed copies (label 0); ``unfinished`` more label-0
+    triples are gold solutions cut at a random point before their final answer."""
+    from cooper.data.perturb import perturbed_triples
+    from cooper.data.problems import load_problems
+    from cooper.types import LabelledTriple, Triple
+
+    rng = random.Random(seed)
+    triples, _ = perturbed_triples(load_problems(dataset, split), n, rng)
+    if len(triples) < n:
+        raise UserError(f"{dataset}/{split} gave only {len(triples)} perturbed triples of the "
+                        f"{n} asked for; lower the number")
+    golds = [t for t in triples if t.label == 1]
+    for i in range(unfinished):
+        g = rng.choice(golds)
+        gold, ref = g.triple.completion, g.triple.reference
+        end = gold.rfind(ref) if ref in gold else len(gold)
+        cut = gold[:rng.randint(1, max(1, end - 1))]
+        triples.append(LabelledTriple(Triple(g.triple.question, ref, cut), False,
+                                      f"{g.id}/unfinished-{i}", g.source))
+    rng.shuffle(triples)
+    path.write_text("".join(json.dumps(t.to_json()) + "\n" for t in triples))
+    return path
+
+
+def _train_initial_rm(exp: ExperimentConfig, base: str, data: Path, out: Path) -> dict:
+    from cooper.config.rm import RMTrainConfig
+    from cooper.data.triples import load_triples
+    from cooper.rm.model import RewardModel
+    from cooper.rm.training import evaluate, train_bce
+
+    r = exp.rm_init
+    rows = load_triples(data).rows
+    rm = RewardModel.load(base, max_length=r.max_length, dtype="float32")
+    report = train_bce(rm, rows, RMTrainConfig(lr=r.lr, epochs=r.epochs, batch_size=r.batch_size,
+                                           holdout=0.0, seed=exp.train.seed), progress=False)
+    rm.save(out)
+    return {"train_loss": report.epochs[-1].train_loss,
+            "train_accuracy": evaluate(rm, rows).accuracy, "steps": report.optimizer_steps}
+
+
+def run_setup(exp: ExperimentConfig, out: Path) -> Setup:
+    """Stage 1 (skipped when ``OUT/setup/setup.json`` exists)."""
+    folder = out / "setup"
+    done = read_json(folder / "setup.json")
+    if done:
+        log.info("setup: complete, reused")
+        return Setup(**done["setup"])
+    if folder.exists():  # an interrupted setup: start it over (it takes seconds to minutes)
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    t0 = time.perf_counter()
+    seed = exp.train.seed
+    s = exp.setup
+    policy = (str(_tiny_model(s.policy, "policy", folder, seed)) if s.policy in TINY_NAMES
+              else s.policy)
+    base = (str(_tiny_model(s.reward_model, "reward_base", folder, seed))
+            if s.reward_model in TINY_NAMES else s.reward_model)
+    info: dict[str, Any] = {}
+    if exp.rm_init.triples:
+        data = _triples_file(folder / "rm_train.jsonl", exp.rm_init.dataset, exp.rm_init.split,
+                             exp.rm_init.triples, seed, exp.rm_init.unfinished)
+        info["rm_init"] = _train_initial_rm(exp, base, data, folder / "reward_model")
+        reward_model = str(folder / "reward_model")
+    else:
+        reward_model = base
+    probe = exp.probe.file or str(_triples_file(folder / "probe.jsonl", exp.probe.dataset,
+                                                exp.probe.split, exp.probe.triples, seed + 1))
+    info["probe_accuracy"] = _probe_accuracy(reward_model, probe)
+    setup = Setup(policy, reward_model, probe)
+    info["initial_eval"] = evaluate_policy(exp, policy, folder / "initial_eval.json")
+    write_json(folder / "setup.json", {"setup": dataclasses.asdict(setup), **info,
+                                       "seconds": time.perf_counter() - t0}, default=str)
+    return setup
+
+
+def _probe_accuracy(reward_model: str, probe: str) -> float:
+    from cooper.data.triples import load_triples
+    from cooper.rm.model import RewardModel
+    from cooper.rm.training import evaluate
+
+    return evaluate(RewardModel.load(reward_model, dtype="float32"),
+                    load_triples(probe).rows).accuracy

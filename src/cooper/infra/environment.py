@@ -1,0 +1,77 @@
+"""What a result was produced with: the one snapshot of software and machine.
+
+Evaluation results, experiment status files and benchmark figures all record it, so that a
+number can be traced to the code, the packages and the hardware behind it. Versions come from
+the installed distributions, except cooper-rl's own, which is the version of the code that
+actually ran (:data:`cooper.__version__`): with a source checkout first on the path, the
+installed distribution may be another copy.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+PACKAGES = ("cooper-rl", "torch", "transformers", "trl", "accelerate", "math-verify")
+"""The packages whose versions decide results; a caller adds others it uses (e.g. vllm)."""
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def package_versions(packages: Sequence[str] = PACKAGES) -> dict[str, str | None]:
+    """Each package's installed version, None where it is not installed."""
+    from cooper import __version__
+
+    out: dict[str, str | None] = {}
+    for pkg in packages:
+        if pkg == "cooper-rl":
+            out[pkg] = __version__
+            continue
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def environment(packages: Sequence[str] = PACKAGES, *, hardware: bool = True) -> dict[str, Any]:
+    """Date, platform, Python and package versions; with ``hardware`` also the CPU, the torch
+    threads and the CUDA device (this imports torch, so callers that never load a model may
+    leave it out)."""
+    env: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+    }
+    if hardware:
+        import torch
+
+        env.update(cpu=_cpu_model(), cpu_count=os.cpu_count(),
+                   torch_threads=torch.get_num_threads(),
+                   cuda=torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)
+    env["versions"] = package_versions(packages)
+    return env
+
+
+def software_table(env: dict[str, Any]) -> dict[str, str]:
+    """A hardware :func:`environment` as one flat name -> value table for a report: cooper-rl,
+    Python, the installed packages and the device."""
+    versions = {k: v for k, v in env["versions"].items() if v is not None}
+    device = (f"cuda ({env['cuda']})" if env["cuda"] else
+              f"cpu ({env['cpu_count']} cores, {env['torch_threads']} torch threads)")
+    return {"cooper-rl": versions.pop("cooper-rl", "unknown"), "python": env["python"],
+            **versions, "device": device}

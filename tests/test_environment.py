@@ -1,0 +1,35 @@
+"""The environment snapshot (cooper.infra.environment) that results, experiments and benches record."""
+
+from __future__ import annotations
+
+import re
+
+import cooper
+from cooper.infra.environment import PACKAGES, environment, package_versions, software_table
+
+
+def test_environment_keys_and_versions():
+    env = environment((*PACKAGES, "no-such-package-cooper"))
+    assert {"date", "platform", "python", "cpu", "cpu_count", "torch_threads", "cuda",
+            "versions"} <= set(env)
+    # date and time: results of one day are told apart (bench used to record the day only)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", env["date"])
+    # cooper-rl is the code that ran, not whichever copy is installed
+    assert env["versions"]["cooper-rl"] == cooper.__version__
+    assert env["versions"]["torch"] and env["versions"]["no-such-package-cooper"] is None
+
+
+def test_environment_without_hardware_has_no_device():
+    env = environment(hardware=False)
+    assert set(env) == {"date", "platform", "python", "versions"}
+    assert list(env["versions"]) == list(PACKAGES)
+
+
+def test_software_table_is_flat_and_lists_installed_packages():
+    env = environment((*PACKAGES, "no-such-package-cooper"))
+    table = software_table(env)
+    assert list(table)[:2] == ["cooper-rl", "python"] and list(table)[-1] == "device"
+    assert "no-such-package-cooper" not in table
+    assert table["device"].startswith(("cpu (", "cuda ("))
+    assert all(isinstance(v, str) for v in table.values())
+    assert package_versions(("cooper-rl",)) == {"cooper-rl": cooper.__version__}
