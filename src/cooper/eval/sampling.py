@@ -37,6 +37,7 @@ from cooper.infra.generation import Generator, Messages, OnSamples, SamplingConf
 from cooper.types import Problem
 from cooper.verify.extraction import MODES as VERIFY_MODES
 from cooper.verify.extraction import clean_answer, number_to_str
+from cooper.verify.verifier import verify_batch
 
 # Problems per chunk. A chunk is generated and verified as a unit and is the unit a resumed
 # run skips; several batches per chunk leave room for length sorting to group similar prompts.
@@ -252,8 +253,6 @@ def sample_chunk(generator: Generator, problems: Sequence[Problem], sampling: Sa
 
     Records come back grouped by problem (in input order), samples 0..n-1 within a problem.
     """
-    from cooper.verify.verifier import verify_batch
-
     check_verify_mode(verify_mode)
     convs = [prompt_messages(p.question, prompt_template) for p in problems]
     gens = generator.generate(convs, sampling, on_samples=on_samples)

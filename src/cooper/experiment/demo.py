@@ -29,7 +29,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cooper.config.rm import RMTrainConfig
+from cooper.config.train import load_config
+from cooper.data.perturb import perturbed_triples
+from cooper.data.problems import load_problems
+from cooper.data.triples import load_triples
 from cooper.errors import UserError
+from cooper.eval.sampling import evaluate_problems
+from cooper.infra import embedded
+from cooper.infra.generation import HFGenerator, SamplingConfig
+from cooper.infra.models import DEFAULT_MODEL
+from cooper.infra.protocol import PAPER_TEMPERATURE, PAPER_TOP_P
+from cooper.rl.runner import run
+from cooper.rm.model import RewardModel
+from cooper.rm.training import train_bce
 
 
 @dataclass(frozen=True)
@@ -99,13 +112,6 @@ def _header(i: int, text: str) -> None:
 
 def run_demo(settings: DemoSettings) -> DemoSummary:
     """Run every stage; returns the summary (also written to ``OUT/summary.json``)."""
-    from cooper.config.train import load_config
-    from cooper.data.problems import load_problems
-    from cooper.infra import embedded
-    from cooper.infra.generation import HFGenerator, SamplingConfig
-    from cooper.infra.models import DEFAULT_MODEL
-    from cooper.infra.protocol import PAPER_TEMPERATURE, PAPER_TOP_P
-
     s = settings
     out = Path(s.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -144,7 +150,6 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
 
     _header(5, f"Cooper RL: {s.steps} steps of GRPO with an online-updated VerifyRM")
     t0 = time.perf_counter()
-    from cooper.rl.runner import run
 
     cfg = load_config("demo_cpu", [f"reward.model={rm_dir}", f"output_dir={out / 'cooper'}",
                                    f"max_steps={s.steps}", f"seed={s.seed}",
@@ -171,21 +176,12 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
 
 
 def _write_perturbed(path: Path, dataset: str, n: int, seed: int) -> int:
-    from cooper.data.perturb import perturbed_triples
-    from cooper.data.problems import load_problems
-
     triples, _ = perturbed_triples(load_problems(dataset, "train"), n, random.Random(seed))
     path.write_text("".join(json.dumps(t.to_json()) + "\n" for t in triples))
     return len(triples)
 
 
 def _train_rm(data_file: Path, rm_dir: Path, s: DemoSettings) -> float:
-    from cooper.config.rm import RMTrainConfig
-    from cooper.data.triples import load_triples
-    from cooper.infra.models import DEFAULT_MODEL
-    from cooper.rm.model import RewardModel
-    from cooper.rm.training import train_bce
-
     rows = list(load_triples(data_file))
     rm = RewardModel.load(DEFAULT_MODEL, max_length=s.rm_max_length, dtype="float32")
     report = train_bce(rm, rows, RMTrainConfig(lr=s.rm_lr, epochs=s.rm_epochs, seed=s.seed,
@@ -196,8 +192,6 @@ def _train_rm(data_file: Path, rm_dir: Path, s: DemoSettings) -> float:
 
 
 def _evaluate(generator, problems, sampling, path: Path) -> float:
-    from cooper.eval.sampling import evaluate_problems
-
     result = evaluate_problems(generator, problems, sampling, benchmark="demo", progress=True)
     path.write_text(json.dumps(asdict(result.metrics), indent=1, default=str))
     return result.metrics.accuracy

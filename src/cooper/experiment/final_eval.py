@@ -13,15 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from cooper.config.experiment import ExperimentConfig
+from cooper.data.problems import load_problems
+from cooper.eval.sampling import evaluate_problems
 from cooper.infra.files import write_json
+from cooper.infra.generation import HFGenerator, SamplingConfig, VLLMGenerator
 
 
 def evaluate_policy(exp: ExperimentConfig, model: str, path: Path) -> dict[str, Any]:
     """The policy on every benchmark (``final_eval``); written to ``path`` and returned."""
-    from cooper.data.problems import load_problems
-    from cooper.eval.sampling import evaluate_problems
-    from cooper.infra.generation import HFGenerator, SamplingConfig, VLLMGenerator
-
     e = exp.final_eval
     t0 = time.perf_counter()
     gen = (VLLMGenerator.load(model) if e.backend == "vllm"

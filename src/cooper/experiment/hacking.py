@@ -44,6 +44,8 @@ from cooper.experiment.final_eval import evaluate_policy
 from cooper.experiment.setup import Setup, run_setup
 from cooper.infra.environment import PACKAGES, environment, software_table
 from cooper.infra.files import read_json, write_atomic, write_json
+from cooper.rl.checkpoints import complete_checkpoints
+from cooper.rl.runner import run
 
 log = logging.getLogger(__name__)
 
@@ -68,9 +70,6 @@ def arm_config(exp: ExperimentConfig, arm: str, out: Path, setup: Setup) -> Trai
 def run_arm(exp: ExperimentConfig, arm: str, out: Path, setup: Setup) -> dict[str, Any]:
     """Train one arm (resuming from its last checkpoint) and score its final policy."""
     import gc
-
-    from cooper.rl.checkpoints import complete_checkpoints
-    from cooper.rl.runner import run
 
     folder = out / "arms" / arm
     done = read_json(folder / "arm.json")

@@ -21,9 +21,18 @@ from pathlib import Path
 from typing import Any
 
 from cooper.config.experiment import ExperimentConfig
+from cooper.config.rm import RMTrainConfig
+from cooper.data.perturb import perturbed_triples
+from cooper.data.problems import load_problems
+from cooper.data.triples import load_triples
 from cooper.errors import UserError
 from cooper.experiment.final_eval import evaluate_policy
+from cooper.experiment.testbed import tiny_arith_models
 from cooper.infra.files import read_json, write_json
+from cooper.infra.models import build_tiny_models
+from cooper.rm.model import RewardModel
+from cooper.rm.training import evaluate, train_bce
+from cooper.types import LabelledTriple, Triple
 
 log = logging.getLogger(__name__)
 
@@ -42,12 +51,8 @@ class Setup:
 def _tiny_model(name: str, role: str, folder: Path, seed: int) -> Path:
     """A tiny model built on this machine, copied into the experiment folder."""
     if name == "tiny-arith":
-        from cooper.experiment.testbed import tiny_arith_models
-
         src = tiny_arith_models() / ("policy" if role == "policy" else "reward")
     else:
-        from cooper.infra.models import build_tiny_models
-
         tiny = build_tiny_models(folder / "tiny-random", seed=seed)
         src = tiny.policy if role == "policy" else tiny.reward
     dst = folder / role
@@ -59,10 +64,6 @@ def _triples_file(path: Path, dataset: str, split: str, n: int, seed: int,
                   unfinished: int = 0) -> Path:
     """Gold solutions (label 1) and perturbed copies (label 0); ``unfinished`` more label-0
     triples are gold solutions cut at a random point before their final answer."""
-    from cooper.data.perturb import perturbed_triples
-    from cooper.data.problems import load_problems
-    from cooper.types import LabelledTriple, Triple
-
     rng = random.Random(seed)
     triples, _ = perturbed_triples(load_problems(dataset, split), n, rng)
     if len(triples) < n:
@@ -82,11 +83,6 @@ def _triples_file(path: Path, dataset: str, split: str, n: int, seed: int,
 
 
 def _train_initial_rm(exp: ExperimentConfig, base: str, data: Path, out: Path) -> dict:
-    from cooper.config.rm import RMTrainConfig
-    from cooper.data.triples import load_triples
-    from cooper.rm.model import RewardModel
-    from cooper.rm.training import evaluate, train_bce
-
     r = exp.rm_init
     rows = load_triples(data).rows
     rm = RewardModel.load(base, max_length=r.max_length, dtype="float32")
@@ -133,9 +129,5 @@ def run_setup(exp: ExperimentConfig, out: Path) -> Setup:
 
 
 def _probe_accuracy(reward_model: str, probe: str) -> float:
-    from cooper.data.triples import load_triples
-    from cooper.rm.model import RewardModel
-    from cooper.rm.training import evaluate
-
     return evaluate(RewardModel.load(reward_model, dtype="float32"),
                     load_triples(probe).rows).accuracy

@@ -16,6 +16,9 @@ from pathlib import Path
 
 from cooper.data.prompts import prompt_messages
 from cooper.data.synthetic import arithmetic_problems
+from cooper.infra.embedded import _lock, cache_root
+from cooper.infra.generation import render_messages
+from cooper.infra.models import build_tiny_models, load_causal_lm, load_tokenizer
 
 
 def warm_start(model_dir: str | os.PathLike, out_dir: str | os.PathLike, *, steps: int = 300,
@@ -24,9 +27,6 @@ def warm_start(model_dir: str | os.PathLike, out_dir: str | os.PathLike, *, step
     """Supervised fine-tuning on worked solutions (loss on the answer tokens only); saves to
     ``out_dir`` with the tokenizer. Few steps leave a model that is sometimes right."""
     import torch
-
-    from cooper.infra.generation import render_messages
-    from cooper.infra.models import load_causal_lm, load_tokenizer
 
     tok = load_tokenizer(model_dir, padding_side="right")
     model = load_causal_lm(model_dir, dtype="float32").train()
@@ -65,9 +65,6 @@ def tiny_arith_models(*, progress: bool = False) -> Path:
     temporary folder and renamed, like the embedded model.
     """
     import tempfile
-
-    from cooper.infra.embedded import _lock, cache_root
-    from cooper.infra.models import build_tiny_models
 
     target = cache_root() / "models" / TINY_ARITH
     if (target / "policy" / "config.json").is_file() and (target / "reward" / "config.json").is_file():

@@ -18,6 +18,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from cooper import __version__
+
 PACKAGES = ("cooper-rl", "torch", "transformers", "trl", "accelerate", "math-verify")
 """The packages whose versions decide results; a caller adds others it uses (e.g. vllm)."""
 
@@ -34,8 +36,6 @@ def _cpu_model() -> str:
 
 def package_versions(packages: Sequence[str] = PACKAGES) -> dict[str, str | None]:
     """Each package's installed version, None where it is not installed."""
-    from cooper import __version__
-
     out: dict[str, str | None] = {}
     for pkg in packages:
         if pkg == "cooper-rl":

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from cooper.errors import UserError
+from cooper.infra.models import load_causal_lm, load_tokenizer, resolve
 from cooper.infra.protocol import PAPER_TEMPERATURE, PAPER_TOP_P
 
 if TYPE_CHECKING:
@@ -150,8 +151,6 @@ class HFGenerator(_ChatTemplatePrompts):
     @classmethod
     def load(cls, name_or_path: str, *, trust_remote_code: bool = False, batch_size: int = 16,
              dtype: str | None = None) -> HFGenerator:
-        from cooper.infra.models import load_causal_lm, load_tokenizer
-
         tok = load_tokenizer(name_or_path, trust_remote_code=trust_remote_code)
         model = load_causal_lm(name_or_path, trust_remote_code=trust_remote_code, dtype=dtype)
         return cls(model.eval(), tok, batch_size=batch_size, name=str(name_or_path))
@@ -278,8 +277,6 @@ class VLLMGenerator(_ChatTemplatePrompts):
             raise UserError(f"vLLM is installed but cannot be imported ({type(e).__name__}: "
                             f"{e}); use --backend hf, or fix the vLLM installation") from e
         from transformers import GenerationConfig
-
-        from cooper.infra.models import load_tokenizer, resolve
 
         path = resolve(name_or_path)
         tok = load_tokenizer(path, trust_remote_code=trust_remote_code)

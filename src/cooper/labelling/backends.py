@@ -24,6 +24,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from cooper.errors import UserError
+from cooper.infra.endpoint import Endpoint, EndpointGenerator
+from cooper.infra.endpoint_records import EndpointConfig
+from cooper.infra.generation import HFGenerator
 
 if TYPE_CHECKING:
     from cooper.infra.endpoint_records import EndpointConfig
@@ -113,8 +116,6 @@ def endpoint_config(spec: BackendSpec, base: EndpointConfig | None = None,
                     default_key_env: str = "OPENAI_API_KEY") -> EndpointConfig:
     """The endpoint settings of an ``api:`` spec: ``base``'s limits with the spec's URL,
     model and key variable."""
-    from cooper.infra.endpoint_records import EndpointConfig
-
     assert spec.url is not None
     key_env = spec.key_env or default_key_env
     if base is None:
@@ -127,11 +128,8 @@ def open_generator(spec: BackendSpec, *, local: LocalOptions | None = None,
                    default_key_env: str = "OPENAI_API_KEY") -> Generator:
     """A ready :class:`~cooper.infra.generation.Generator` for a spec (loads a local model)."""
     if spec.is_endpoint:
-        from cooper.infra.endpoint import Endpoint, EndpointGenerator
-
         cfg = endpoint_config(spec, endpoint, default_key_env)
         return EndpointGenerator(Endpoint(cfg, name=spec.label), name=spec.label)
-    from cooper.infra.generation import HFGenerator
 
     local = local or LocalOptions()
     if local.threads is not None:

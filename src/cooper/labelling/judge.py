@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from cooper.errors import UserError
-from cooper.infra.generation import Generator, SamplingConfig
+from cooper.infra.generation import Generator, HFGenerator, SamplingConfig, render_messages
 
 if TYPE_CHECKING:
     from cooper.infra.generation import HFGenerator
@@ -180,8 +180,6 @@ class ChoiceJudge:
         pass
 
     def _prompt(self, item: JudgeItem) -> str:
-        from cooper.infra.generation import render_messages
-
         msgs = judge_messages(item.question, item.reference, item.solution, mode="choice",
                               max_chars=self.max_chars)
         return render_messages(self.tokenizer, msgs) + MARKER
@@ -246,8 +244,6 @@ class ChoiceJudge:
 def make_judge(generator: Generator, *, mode: str = "generate", max_tokens: int = 512,
                max_chars: int = 6000, batch_size: int = 8) -> Judge:
     """A judge over a generator; ``choice`` needs a local model."""
-    from cooper.infra.generation import HFGenerator
-
     if mode not in MODES:
         raise UserError(f"judge mode must be one of {', '.join(MODES)}, got '{mode}'")
     if mode == "choice":

@@ -39,6 +39,7 @@ from cooper.infra.chunks import ChunkStore, Row
 from cooper.infra.files import write_atomic
 from cooper.labelling import collect
 from cooper.labelling.judge import JudgeItem
+from cooper.verify.verifier import verify_batch
 
 if TYPE_CHECKING:
     from cooper.labelling.judge import Judge
@@ -182,8 +183,6 @@ def label(in_path: str | os.PathLike, out: str | os.PathLike, judge: Judge | Non
           policy: str = "agree", chunk_rows: int = 64, verifier_mode: str = "strict",
           verifier_timeout_s: float = 5.0, progress: bool = False) -> LabelStats:
     """Vote on every row of ``in_path`` and write kept / dropped rows and statistics."""
-    from cooper.verify.verifier import verify_batch
-
     if policy not in POLICIES:
         raise UserError(f"--policy must be one of {', '.join(POLICIES)}, got '{policy}'")
     if judge is None and policy != "verifier":
