@@ -171,11 +171,11 @@ def test_killed_while_checkpointing_then_mid_step_resumes_bit_for_bit(arith, tmp
     assert not (out / f"checkpoint-{k}").exists() and complete(out, k - 1)
     # 2. resumed from checkpoint-(k-1), the half-written one reported and discarded; killed
     #    again in the middle of step k+1
-    log = kill_mid_step(arith, out, k, "--resume", mode)
+    log = kill_mid_step(arith, out, k, mode, "--resume")
     assert f"discarding incomplete checkpoint {staged(out, k)}" in log
     assert f"resuming from {out / f'checkpoint-{k - 1}'}" in log
     # 3. resumed from checkpoint-k, to the end
-    done = run_cli(*args(arith, out), "--resume", mode)
+    done = run_cli(*args(arith, out), mode, "--resume")
     assert f"resuming from {out / f'checkpoint-{k}'}" in done.stderr
     assert not (out / ".staging").exists()
 
