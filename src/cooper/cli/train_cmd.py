@@ -1,4 +1,4 @@
-"""``cooper train``: GRPO with a rule, fixed-RM or Cooper reward (see :mod:`cooper.runner`)."""
+"""``cooper train``: GRPO with a rule, fixed-RM or Cooper reward (see :mod:`cooper.rl.runner`)."""
 
 from __future__ import annotations
 

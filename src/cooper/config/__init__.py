@@ -4,7 +4,8 @@ Takes presets (YAML files that list only what differs from the defaults) and ``k
 overrides; hands on typed dataclasses with one docstring per field. :mod:`.engine` reads and
 applies settings to any settings dataclass (unknown keys and bad values stop with the fix);
 :mod:`.train` is ``cooper train``'s family (policy, data, rollout, reward, rm_update, assistant,
-validation); :mod:`.rm` is ``cooper rm train``'s (offline BCE training of the reward model). The
+validation); :mod:`.rm` is ``cooper rm train``'s (offline BCE training of the reward model);
+:mod:`.experiment` is ``cooper experiment hacking``'s (its arms share a ``train`` section). The
 presets shipped with cooper-rl live in ``config/presets``.
 """
 

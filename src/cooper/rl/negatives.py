@@ -12,7 +12,7 @@ Sources, all implementing :class:`NegativeSource`:
 - :class:`LocalAssistant`: a local causal LM, by default the frozen reference policy that
   training already holds (no extra weights in memory);
 - :class:`EndpointAssistant`: any OpenAI-compatible server (retries, backoff and a circuit
-  breaker live in :mod:`cooper.endpoint`; a failed request is a ``None`` proposal, so the
+  breaker live in :mod:`cooper.infra.endpoint`; a failed request is a ``None`` proposal, so the
   fallback takes over and a dead endpoint is not hammered);
 - :class:`RewriteNegatives`: changes the final answer by rule (always available, cheap).
 """
