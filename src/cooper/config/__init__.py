@@ -4,10 +4,12 @@ Takes presets (YAML files that list only what differs from the defaults) and ``k
 overrides; hands on typed dataclasses with one docstring per field. :mod:`.engine` reads and
 applies settings to any settings dataclass (unknown keys and bad values stop with the fix);
 :mod:`.train` is ``cooper train``'s family (policy, data, rollout, reward, rm_update, assistant,
-validation); :mod:`.rm` is ``cooper rm train``'s (offline BCE training of the reward model). The
+validation); :mod:`.rm` is ``cooper rm train``'s (offline BCE training of the reward model);
+:mod:`.data_mix` is ``cooper data build``'s (the kinds of completion and their weights). The
 presets shipped with cooper-rl live in ``config/presets``.
 """
 
+from cooper.config.data_mix import DataMixConfig
 from cooper.config.engine import (
     ConfigError,
     apply_settings,
@@ -20,5 +22,5 @@ from cooper.config.engine import (
 from cooper.config.rm import RMTrainConfig
 from cooper.config.train import TrainConfig, load_config
 
-__all__ = ["ConfigError", "RMTrainConfig", "TrainConfig", "apply_settings", "get_key",
+__all__ = ["ConfigError", "DataMixConfig", "RMTrainConfig", "TrainConfig", "apply_settings", "get_key",
            "list_presets", "load_config", "parse_overrides", "preset_dir", "read_settings_file"]
