@@ -221,3 +221,20 @@ def test_cli_errors_say_how_to_fix(tmp_path, capsys, monkeypatch, args, message)
     monkeypatch.chdir(tmp_path)
     assert main(["data", "build", *args]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_cli_samples_from_a_local_model(tmp_path, capsys, tiny_models):
+    out = tmp_path / "s.jsonl"
+    code = main(["data", "build", "--dataset", "arith_small", "--n", "40", "--out", str(out),
+                 "--sample-from", str(tiny_models.policy), "--samples", "6",
+                 "--sample-max-tokens", "12", "--threads", "1"])
+    printed = capsys.readouterr().out
+    assert code == 0 and (tmp_path / "s.samples.parquet").is_file()
+    stats = json.loads((tmp_path / "s.stats.json").read_text())
+    assert sum(stats["sampled"].values()) == 6  # every sample verified, none lost
+    # a random model writes no correct answer: said, and its share went elsewhere
+    assert stats["kinds"]["sampled_correct"]["rows"] == 0
+    assert "sampled_correct: 0 problem(s)" in printed
+    kinds = [json.loads(line)["kind"] for line in out.read_text().splitlines()]
+    assert kinds.count("sampled_wrong") == stats["kinds"]["sampled_wrong"]["target"] == 2
+    assert sum(1 for line in out.read_text().splitlines() if json.loads(line)["label"]) == 20

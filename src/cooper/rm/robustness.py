@@ -219,6 +219,13 @@ def _result(scores: Sequence[float], threshold: float) -> KindResult:
     return KindResult(len(scores), fp, fp / len(scores), sum(scores) / len(scores), max(scores))
 
 
+def _clip(text: str, keep: int = 80) -> str:
+    """Head and tail of a long completion (the tail is where its answer is)."""
+    if len(text) <= keep:
+        return text
+    return f"{text[:keep // 2 - 3]} … {text[len(text) - keep // 2:]}"
+
+
 def suite_report(items: SuiteItems, scores: Sequence[float], *, dataset: str,
                  threshold: float = 0.5, top: int = 5) -> SuiteReport:
     """False-positive rate, mean and highest score per kind and overall."""
@@ -239,7 +246,7 @@ def suite_report(items: SuiteItems, scores: Sequence[float], *, dataset: str,
         SUITE_VERSION, dataset, len({it.id.rsplit("/", 1)[0] for it in items.items}), threshold,
         _result(scores, threshold), kinds, excluded,
         [{"id": it.id, "kind": it.kind, "score": s,
-          "completion": it.triple.completion[:80]} for s, it in ranked])
+          "completion": _clip(it.triple.completion)} for s, it in ranked])
 
 
 def format_suite(report: SuiteReport) -> str:
