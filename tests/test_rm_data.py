@@ -58,3 +58,17 @@ def test_bad_rows_name_file_and_line(tmp_path, row, message):
 def test_labels_optional_for_scoring(tmp_path):
     f = _jsonl(tmp_path / "u.jsonl", [{"question": "Q", "reference": "1", "completion": "c"}])
     assert load_triples(f, require_label=False).rows[0].label is None
+
+
+def test_kind_is_read_and_written_back(tmp_path):
+    from cooper.types import LabelledTriple
+
+    f = _jsonl(tmp_path / "k.jsonl", [
+        {"question": "Q", "reference": "5", "completion": "c", "label": 0, "kind": "empty_answer"},
+        {"question": "Q", "reference": "5", "completion": "c", "label": 1},
+    ])
+    rows = load_triples(f)
+    assert [r.kind for r in rows] == ["empty_answer", None]
+    assert rows.rows[0].to_json()["kind"] == "empty_answer"
+    assert "kind" not in rows.rows[1].to_json()  # files without kinds keep their layout
+    assert LabelledTriple(Triple("Q", "1", "c"), True, "i", "s").kind is None

@@ -41,13 +41,17 @@ class LabelledTriple:
     label: bool | None
     id: str
     source: str
+    kind: str | None = None  # how the completion was made ("gold_boxed", "answer_changed", ...)
 
     def to_json(self) -> dict[str, Any]:
         """The row written to a triples file (the layout ``cooper.data.triples`` reads)."""
         t = self.triple
-        return {"id": self.id, "source": self.source, "question": t.question,
-                "reference": t.reference, "completion": t.completion,
-                "label": None if self.label is None else int(self.label)}
+        row = {"id": self.id, "source": self.source, "question": t.question,
+               "reference": t.reference, "completion": t.completion,
+               "label": None if self.label is None else int(self.label)}
+        if self.kind is not None:  # files without kinds keep their old layout
+            row["kind"] = self.kind
+        return row
 
 
 @dataclass(frozen=True)

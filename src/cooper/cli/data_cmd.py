@@ -1,5 +1,5 @@
-"""``cooper data``: inspect datasets, perturbed triples; collect and label reward-model data
-(:mod:`.data_build`)."""
+"""``cooper data``: inspect datasets, perturbed triples; the mixed reward-model set
+(:mod:`.data_mix_cmd`); collect and label reward-model data (:mod:`.data_build`)."""
 
 from __future__ import annotations
 
@@ -46,8 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_field_args(pert)
     pert.set_defaults(func=_perturbed)
 
-    from cooper.cli import data_build
+    from cooper.cli import data_build, data_mix_cmd
 
+    data_mix_cmd.register(dsub)
     data_build.register(dsub)
 
 

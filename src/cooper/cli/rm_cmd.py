@@ -1,4 +1,8 @@
-"""``cooper rm``: train, evaluate and score with the reference-based reward model (VerifyRM)."""
+"""``cooper rm``: train, evaluate and score with the reference-based reward model (VerifyRM).
+
+``eval`` (with the robustness suite, tables and the reliability diagram) and ``calibrate`` are
+in :mod:`.rm_eval_cmd`; the argument groups and loaders they share are in :mod:`.rm_common`.
+"""
 
 from __future__ import annotations
 
@@ -8,35 +12,10 @@ import sys
 import time
 from pathlib import Path
 
+from cooper.cli.rm_common import add_input_args, add_model_args, load_rm, load_rows
 from cooper.config.rm import RMTrainConfig
-from cooper.data.problems import DEFAULT_MAX_ROW_BYTES
 from cooper.infra.models import DEFAULT_MODEL
 from cooper.rm.template import InputSpec
-
-
-def _add_input_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("input rows (.jsonl/.json/.parquet)")
-    g.add_argument("--skip-bad", action="store_true",
-                   help="skip malformed rows, counting and logging them, instead of stopping")
-    g.add_argument("--max-row-bytes", type=int, default=DEFAULT_MAX_ROW_BYTES,
-                   help="largest accepted row (default: %(default)s)")
-    g.add_argument("--source-field", default="source",
-                   help="column naming each row's source, for per-source figures "
-                        "(default: %(default)s; missing: the file name)")
-    g.add_argument("--limit", type=int, default=None, help="use only the first N rows")
-
-
-def _add_model_args(p: argparse.ArgumentParser, required: bool) -> None:
-    p.add_argument("--model", required=required,
-                   help="a reward-model folder written by `cooper rm train`")
-    p.add_argument("--batch-size", type=int, default=16,
-                   help="sequences per forward pass (default: %(default)s)")
-    p.add_argument("--max-length", type=int, default=None,
-                   help="token budget per triple (default: the one the model was trained with)")
-    p.add_argument("--no-reference", action="store_true",
-                   help="blank the reference answer, to measure what it adds")
-    p.add_argument("--trust-remote-code", action="store_true",
-                   help="allow a checkpoint to run its own Python code (off by default)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -84,67 +63,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     tr.add_argument("--no-progress", action="store_true", help="no progress bar")
     tr.add_argument("--trust-remote-code", action="store_true",
                     help="allow a checkpoint to run its own Python code (off by default)")
-    _add_input_args(tr)
+    add_input_args(tr)
     tr.set_defaults(func=_train)
 
-    ev = rsub.add_parser(
-        "eval", help="accuracy, precision, recall, F1, AUROC, ECE of a reward model",
-        description="Score labelled triples (ours, or VerifyBench's question/answer/completion/"
-                    "gold_correct) and report the metrics overall and per source. A verdict "
-                    "is 'correct' when the score is at least --threshold.")
-    _add_model_args(ev, required=True)
-    ev.add_argument("--data", required=True, help="labelled triples (.jsonl/.json/.parquet)")
-    ev.add_argument("--threshold", type=float, default=0.5, help="(default: %(default)s)")
-    ev.add_argument("--json", action="store_true",
-                    help="end with one JSON object holding every figure")
-    _add_input_args(ev)
-    ev.set_defaults(func=_eval)
+    from cooper.cli import rm_eval_cmd
+
+    rm_eval_cmd.register(rsub)  # eval and calibrate
 
     sc = rsub.add_parser("score", help="write one JSON line per triple with its reward",
                          description="Score triples (labels optional) and print one JSON "
                                      "object per row: id, source, score (and label if given).")
-    _add_model_args(sc, required=True)
+    add_model_args(sc, required=True)
     sc.add_argument("--file", required=True, help="triples (.jsonl/.json/.parquet)")
     sc.add_argument("--out", default=None, help="write the lines to this file instead of stdout")
-    _add_input_args(sc)
+    add_input_args(sc)
     sc.set_defaults(func=_score)
-
-
-def _check_positive(name: str, value: int | None) -> None:
-    from cooper.errors import UserError
-
-    if value is not None and value < 1:
-        raise UserError(f"{name} must be at least 1, got {value}")
-
-
-def _load_rows(args: argparse.Namespace, file: str, require_label: bool):
-    from cooper.data.triples import load_triples
-    from cooper.types import Triple
-
-    rows = load_triples(file, require_label=require_label, skip_bad=args.skip_bad,
-                        max_row_bytes=args.max_row_bytes, limit=args.limit,
-                        source_field=args.source_field)
-    if getattr(args, "no_reference", False):
-        from dataclasses import replace
-
-        rows.rows = [replace(r, triple=Triple(r.triple.question, "", r.triple.completion))
-                     for r in rows.rows]
-    if rows.skipped:
-        print(f"skipped {len(rows.skipped)} bad row(s); first: {rows.skipped[0].where}: "
-              f"{rows.skipped[0].reason}", file=sys.stderr)
-    return rows
-
-
-def _load_rm(args: argparse.Namespace):
-    from cooper.rm.model import RewardModel
-    from cooper.rm.template import SPEC_FILE
-
-    _check_positive("--batch-size", args.batch_size)
-    if not (Path(args.model) / SPEC_FILE).is_file():
-        print(f"warning: {args.model} has no {SPEC_FILE}: not a trained reward model, its "
-              "score head may be untrained", file=sys.stderr)
-    return RewardModel.load(args.model, trust_remote_code=args.trust_remote_code,
-                            max_length=args.max_length)
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -161,7 +94,7 @@ def _train(args: argparse.Namespace) -> int:
                            batch_size=args.batch_size, grad_accum=args.grad_accum,
                            warmup_ratio=args.warmup_ratio, holdout=args.holdout,
                            seed=args.seed, train_layers=args.train_layers)
-    rows = _load_rows(args, args.data, require_label=True)
+    rows = load_rows(args, args.data, require_label=True)
     rm = RewardModel.load(args.base, trust_remote_code=args.trust_remote_code,
                           max_length=args.max_length, dtype=args.dtype)
     t0 = time.perf_counter()
@@ -194,41 +127,9 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _eval(args: argparse.Namespace) -> int:
-    from cooper.rm.metrics import binary_metrics, metrics_by_group
-
-    rows = _load_rows(args, args.data, require_label=True)
-    rm = _load_rm(args)
-    t0 = time.perf_counter()
-    scores = rm.score(rows.triples, batch_size=args.batch_size, progress=not args.json)
-    seconds = time.perf_counter() - t0
-    labels = rows.labels
-    overall = binary_metrics(scores, labels, threshold=args.threshold)
-    by_source = metrics_by_group(scores, labels, [r.source for r in rows],
-                                 threshold=args.threshold)
-    c = overall.confusion
-    print(f"{rows.name}: n={overall.n} ({overall.positives} correct), model {args.model}"
-          f"{', reference blanked' if args.no_reference else ''}")
-    for name in ("accuracy", "precision", "recall", "f1", "auroc", "ece"):
-        print(f"  {name:9s} {getattr(overall, name):.4f}")
-    print(f"  confusion (rows: label correct/wrong, cols: verdict correct/wrong): "
-          f"[[{c.tp}, {c.fn}], [{c.fp}, {c.tn}]]")
-    if len(by_source) > 1:
-        for name, m in by_source.items():
-            print(f"  source {name}: n={m.n} accuracy {m.accuracy:.4f} f1 {m.f1:.4f}")
-    print(f"  scored in {seconds:.1f} s ({overall.n / max(seconds, 1e-9):.2f} triples/s)")
-    if args.json:
-        result = {**overall.to_dict(), "by_source": {k: v.to_dict() for k, v in by_source.items()},
-                  "no_reference": args.no_reference, "model": str(args.model),
-                  "data": str(args.data), "skipped": len(rows.skipped),
-                  "seconds": round(seconds, 2)}
-        print(json.dumps(result))
-    return 0
-
-
 def _score(args: argparse.Namespace) -> int:
-    rows = _load_rows(args, args.file, require_label=False)
-    rm = _load_rm(args)
+    rows = load_rows(args, args.file, require_label=False)
+    rm = load_rm(args)
     scores = rm.score(rows.triples, batch_size=args.batch_size)
     lines = []
     for r, s in zip(rows, scores, strict=True):

@@ -5,10 +5,12 @@ overrides; hands on typed dataclasses with one docstring per field. :mod:`.engin
 applies settings to any settings dataclass (unknown keys and bad values stop with the fix);
 :mod:`.train` is ``cooper train``'s family (policy, data, rollout, reward, rm_update, assistant,
 validation); :mod:`.rm` is ``cooper rm train``'s (offline BCE training of the reward model);
+:mod:`.data_mix` is ``cooper data build``'s (the kinds of completion and their weights);
 :mod:`.experiment` is ``cooper experiment hacking``'s (its arms share a ``train`` section). The
 presets shipped with cooper-rl live in ``config/presets``.
 """
 
+from cooper.config.data_mix import DataMixConfig
 from cooper.config.engine import (
     ConfigError,
     apply_settings,
@@ -21,5 +23,6 @@ from cooper.config.engine import (
 from cooper.config.rm import RMTrainConfig
 from cooper.config.train import TrainConfig, load_config
 
-__all__ = ["ConfigError", "RMTrainConfig", "TrainConfig", "apply_settings", "get_key",
-           "list_presets", "load_config", "parse_overrides", "preset_dir", "read_settings_file"]
+__all__ = ["ConfigError", "DataMixConfig", "RMTrainConfig", "TrainConfig", "apply_settings",
+           "get_key", "list_presets", "load_config", "parse_overrides", "preset_dir",
+           "read_settings_file"]

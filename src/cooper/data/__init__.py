@@ -4,8 +4,11 @@ Takes the bundled datasets (GSM8K, SVAMP, MATH500, synthetic arithmetic) or a us
 ``.jsonl``/``.json``/``.parquet`` file with a field mapping; checks every row (a bad row stops
 the load with its file and line, or is skipped and counted); and hands on :class:`Problem`
 records (id, question, final reference answer, source), the one prompt every model is given
-(:mod:`.prompts`), answer-changed copies of gold solutions (:mod:`.perturb`), and labelled
-reward-model triples read from files (:mod:`.triples`).
+(:mod:`.prompts`), answer-changed copies of gold solutions (:mod:`.perturb`), gold solutions
+in several surface forms (:mod:`.surface_forms`), the kinds of wrong completion
+(:mod:`.negative_kinds`) and the mixed, verifier-checked reward-model set built from them
+(:mod:`.mix`, ``cooper data build``), and labelled reward-model triples read from files
+(:mod:`.triples`).
 """
 
 from cooper.data.problems import DataError, Fields, load_problems

@@ -2,8 +2,9 @@
 
 Two row layouts are accepted, told apart row by row:
 
-* ours (what ``cooper data perturbed`` writes): ``question``, ``reference``, ``completion``,
-  ``label``, optional ``id`` and ``source``;
+* ours (what ``cooper data perturbed`` and ``cooper data build`` write): ``question``,
+  ``reference``, ``completion``, ``label``, optional ``id``, ``source`` and ``kind`` (how the
+  completion was made, for per-kind figures);
 * VerifyBench's: ``question``, ``answer`` (the reference), ``completion``, ``gold_correct``.
 
 A label is a boolean or 0/1. A reference may be text or a number (``145.0`` is read as
@@ -99,10 +100,12 @@ def _row_to_triple(row: dict, where: str, index: int, path: Path, require_label:
     elif require_label:
         raise DataError(where, f"'{label_col}' is null")
     source = row.get(source_field)
+    kind = row.get("kind")
     return LabelledTriple(
         Triple(question.strip(), reference, completion), label,
         str(row["id"]) if row.get("id") is not None else f"{path.stem}-{index}",
-        str(source) if source not in (None, "") else path.stem)
+        str(source) if source not in (None, "") else path.stem,
+        str(kind) if kind not in (None, "") else None)
 
 
 def load_triples(file: str | os.PathLike, *, require_label: bool = True, skip_bad: bool = False,

@@ -9,11 +9,16 @@ the pairwise losses: Bradley-Terry, margin, anchor); :mod:`.training` trains off
 (``cooper rm train``, settings in :class:`cooper.config.rm.RMTrainConfig`); :mod:`.update` is
 Cooper's online pairwise update, one step per RL step (:class:`PairwiseUpdater`); :mod:`.trunk`
 caches the frozen lower layers so training only the top ones is fast; :mod:`.metrics` judges the
-model as a binary classifier (accuracy, F1, AUROC, ECE). Hands on a :class:`RewardModel` that
-scores triples, saved with its input spec so scoring reproduces training. Every module imports
+model as a binary classifier (accuracy, F1, AUROC, ECE); :mod:`.report` gives those figures per
+source and per kind (``cooper rm eval``'s tables) and :mod:`.plot` the reliability diagram;
+:mod:`.calibration` fits the temperature that ``score`` divides logits by; :mod:`.robustness` is
+the shipped, versioned suite of adversarial completions (``cooper rm eval --suite
+robustness``). Hands on a :class:`RewardModel` that scores triples, saved with its input spec
+and temperature so scoring reproduces training. Every module imports
 torch only inside its functions, so importing this package stays cheap.
 """
 
+from cooper.rm.calibration import fit_temperature, reliability_bins
 from cooper.rm.losses import (
     anchor_loss,
     bce_loss,
@@ -23,6 +28,8 @@ from cooper.rm.losses import (
 )
 from cooper.rm.metrics import BinaryMetrics, Confusion, binary_metrics, metrics_by_group
 from cooper.rm.model import RewardModel
+from cooper.rm.report import EvalReport, eval_report, format_report
+from cooper.rm.robustness import SUITE_VERSION, build_suite, suite_report
 from cooper.rm.template import (
     SPEC_FILE,
     TEMPLATE_VERSION,
@@ -36,9 +43,11 @@ from cooper.rm.training import EpochReport, TrainReport, evaluate, train_bce
 from cooper.rm.trunk import FrozenTrunk
 from cooper.rm.update import PairwiseStats, PairwiseUpdater
 
-__all__ = ["SPEC_FILE", "TEMPLATE_VERSION", "BinaryMetrics", "Confusion", "EpochReport",
-           "FrozenTrunk", "InputSpec", "PairwiseStats", "PairwiseUpdater", "RewardModel",
-           "TrainReport", "bce_loss", "binary_metrics", "escape_field", "evaluate",
+__all__ = ["SPEC_FILE", "SUITE_VERSION", "TEMPLATE_VERSION", "BinaryMetrics", "Confusion",
+           "EpochReport", "EvalReport", "FrozenTrunk", "InputSpec", "PairwiseStats",
+           "PairwiseUpdater", "RewardModel", "TrainReport", "bce_loss", "binary_metrics",
+           "build_suite", "escape_field", "eval_report", "evaluate", "fit_temperature",
+           "format_report", "reliability_bins", "suite_report",
            "metrics_by_group", "anchor_loss", "bradley_terry_loss", "margin_loss", "pair_objective",
            "parse_rendered", "render", "train_bce",
            "unescape_field"]

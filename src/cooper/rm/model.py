@@ -9,6 +9,14 @@ padded on the right, as TRL's reward trainer does, and the transformers classifi
 rightmost token that is not padding. Right padding also keeps position ids natural and leaves
 no fully masked attention rows.
 
+**Temperature.** :meth:`RewardModel.score` returns ``sigmoid(logit / T)``. ``T`` is 1 unless
+``cooper rm calibrate`` fitted one on held-out labelled triples (:mod:`cooper.rm.calibration`)
+and wrote it as ``temperature`` into the folder's ``cooper_rm.json``; dividing by a positive
+``T`` changes no ranking, only how far scores sit from 0.5, so the probability that
+``hacking/gap`` and the validation metrics read means "P(correct)". Training and the pairwise
+update work on raw logits; :func:`cooper.rm.training.train_bce` resets ``T`` to 1, since the
+fitted value belongs to the weights it was fitted on.
+
 How the model learns is in :mod:`cooper.rm.training` (BCE on labelled triples) and
 :mod:`cooper.rm.update` (Cooper's pairwise update); the losses are in :mod:`cooper.rm.losses`.
 """
@@ -17,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, fields
@@ -30,6 +39,7 @@ from cooper.infra.models import (
     load_tokenizer,
     resolve,
 )
+from cooper.rm.calibration import apply_temperature
 from cooper.rm.template import (
     CUT_MARKER,
     SPEC_FILE,
@@ -66,6 +76,14 @@ def _decoder_layers(model: PreTrainedModel) -> torch.nn.ModuleList:
                     "train all layers instead (leave train_layers unset)")
 
 
+def check_temperature(value: Any) -> float:
+    """A usable temperature (a finite number > 0) as a float, or a UserError."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+            or value <= 0:
+        raise UserError(f"temperature must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
 class RewardModel:
     """A one-logit sequence classifier with its tokenizer and input spec.
 
@@ -74,13 +92,17 @@ class RewardModel:
     """
 
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
-                 spec: InputSpec | None = None):
+                 spec: InputSpec | None = None, *, temperature: float = 1.0,
+                 spec_extra: dict[str, Any] | None = None):
         if tokenizer.pad_token_id is None:
             raise UserError("the tokenizer has no pad token; set one (e.g. the EOS token)")
         # the classifier pools the rightmost non-pad token, so it must know the pad id
         model.config.pad_token_id = tokenizer.pad_token_id
         tokenizer.padding_side = "right"
         self.model, self.tokenizer, self.spec = model, tokenizer, spec or InputSpec()
+        self.temperature = check_temperature(temperature)
+        # other keys of the spec file (the base model's name, ...), written back by save()
+        self.spec_extra = dict(spec_extra or {})
         self._marker = tokenizer(CUT_MARKER, add_special_tokens=False,
                                  split_special_tokens=True)["input_ids"]
 
@@ -95,6 +117,7 @@ class RewardModel:
         """
         path = resolve(name_or_path)
         spec = InputSpec()
+        temperature, extra = 1.0, {}
         spec_path = path / SPEC_FILE
         if spec_path.is_file():
             saved = json.loads(spec_path.read_text())
@@ -106,6 +129,11 @@ class RewardModel:
                     "it was trained with")
             known = {f.name for f in fields(InputSpec)}
             spec = InputSpec(**{k: v for k, v in saved.items() if k in known})
+            try:
+                temperature = check_temperature(saved.get("temperature", 1.0))
+            except UserError as e:
+                raise UserError(f"{spec_path}: {e}") from None
+            extra = {k: v for k, v in saved.items() if k not in known and k != "temperature"}
             if max_length is not None and max_length != spec.max_length:
                 log.warning("%s was trained with max_length %d; scoring with %d", path,
                             spec.max_length, max_length)
@@ -116,7 +144,7 @@ class RewardModel:
         tokenizer = load_tokenizer(path, trust_remote_code=trust_remote_code,
                                    padding_side="right")
         model.eval()
-        return cls(model, tokenizer, spec)
+        return cls(model, tokenizer, spec, temperature=temperature, spec_extra=extra)
 
     @property
     def device(self) -> torch.device:
@@ -197,7 +225,15 @@ class RewardModel:
 
     def score(self, triples: Sequence[Triple], *, batch_size: int = 16,
               sort_by_length: bool = True, progress: bool = False) -> list[float]:
-        """Rewards ``sigmoid(logit)`` in input order; batches hold similar lengths."""
+        """Rewards ``sigmoid(logit / temperature)`` in input order (module docstring)."""
+        return apply_temperature(self.raw_logits(
+            triples, batch_size=batch_size, sort_by_length=sort_by_length, progress=progress),
+            self.temperature)
+
+    def raw_logits(self, triples: Sequence[Triple], *, batch_size: int = 16,
+                   sort_by_length: bool = True, progress: bool = False) -> list[float]:
+        """Logits before the temperature, in input order, without grad; batches hold similar
+        lengths."""
         import torch
 
         if batch_size < 1:
@@ -206,7 +242,7 @@ class RewardModel:
         order = list(range(len(encoded)))
         if sort_by_length:  # longest first: padding stays small and memory peaks show early
             order.sort(key=lambda i: -len(encoded[i]))
-        scores = [0.0] * len(encoded)
+        out = [0.0] * len(encoded)
         was_training = self.model.training
         self.model.eval()
         bar = progress_bar(len(encoded), "scoring", progress)
@@ -214,14 +250,14 @@ class RewardModel:
             with torch.inference_mode():
                 for k in range(0, len(order), batch_size):
                     idx = order[k:k + batch_size]
-                    probs = torch.sigmoid(self.logits_of_ids([encoded[i] for i in idx]))
-                    for i, p in zip(idx, probs.tolist(), strict=True):
-                        scores[i] = p
+                    logits = self.logits_of_ids([encoded[i] for i in idx])  # [B]
+                    for i, x in zip(idx, logits.tolist(), strict=True):
+                        out[i] = x
                     bar.update(len(idx))
         finally:
             bar.close()
             self.model.train(was_training)
-        return scores
+        return out
 
     def train_top_layers(self, k: int | None) -> int:
         """Train only the top ``k`` decoder layers (+ final norm and score head); None: all.
@@ -253,6 +289,16 @@ class RewardModel:
         out.mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(out)
         self.tokenizer.save_pretrained(out)
-        (out / SPEC_FILE).write_text(json.dumps({**asdict(self.spec), **(extra or {})},
-                                                indent=2) + "\n")
+        self.save_spec(out, extra=extra)
         return out
+
+    def save_spec(self, out_dir: str | os.PathLike, *, extra: dict[str, Any] | None = None) -> Path:
+        """Write only :data:`SPEC_FILE` (the input spec, the temperature, the other keys it
+        was loaded with, then ``extra``), atomically; the weights are left as they are."""
+        path = Path(out_dir) / SPEC_FILE
+        data = {**asdict(self.spec), "temperature": self.temperature, **self.spec_extra,
+                **(extra or {})}
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(data, indent=2) + "\n")
+        os.replace(tmp, path)
+        return path

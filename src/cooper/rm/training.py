@@ -152,6 +152,10 @@ def train_bce(rm: RewardModel, rows: Sequence[LabelledTriple], config: RMTrainCo
 
     if any(r.label is None for r in rows):
         raise UserError("training needs a label on every row")
+    if rm.temperature != 1.0:  # a fitted temperature belongs to the weights it was fitted on
+        log.info("training resets the fitted temperature %.4g to 1; refit it afterwards with "
+                 "`cooper rm calibrate`", rm.temperature)
+        rm.temperature = 1.0
     train, held = split_holdout(rows, config.holdout, config.seed)
     if not train:
         raise UserError("no training rows left after the held-out split; lower holdout")

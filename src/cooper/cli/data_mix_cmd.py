@@ -1,0 +1,188 @@
+"""``cooper data build``: a mixed, honestly labelled reward-model set (:mod:`cooper.data.mix`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+
+from cooper.cli.common import (
+    add_endpoint_args,
+    add_field_args,
+    add_local_args,
+    endpoint_base_from_args,
+    fields_from_args,
+    local_options_from_args,
+)
+
+
+def register(dsub: argparse._SubParsersAction) -> None:
+    b = dsub.add_parser(
+        "build", help="labelled triples with every kind of wrong: the reward model's training set",
+        description="Write a labelled .jsonl of reward-model triples (question, reference, "
+                    "completion, label, id, source, kind) from a dataset's gold solutions: "
+                    "positives in several surface forms, negatives of many kinds (answer "
+                    "changed, cut off, another problem's solution, degenerate text, ...), and "
+                    "optionally completions sampled from a local model. The mix is set with "
+                    "--mix KIND=WEIGHT (see --show-mix); labels are balanced by default. Every "
+                    "row is checked with the verifier; a candidate whose label would be wrong "
+                    "is dropped and counted. A summary is printed and saved as OUT.stats.json.")
+    b.add_argument("--dataset", help="gsm8k, svamp, math500, arith, or a .jsonl/.json/.parquet "
+                                     "file with worked solutions")
+    b.add_argument("--split", default="train", help="split of a bundled dataset "
+                                                    "(default: %(default)s)")
+    b.add_argument("--n", type=int, help="number of rows to write")
+    b.add_argument("--out", help="output .jsonl file")
+    b.add_argument("--seed", type=int, default=None,
+                   help="seed of the problem order and every choice (default: the mix's, 0)")
+    b.add_argument("--mix", action="append", default=[], metavar="KIND=WEIGHT",
+                   help="override a weight (or positive_fraction, seed); repeat or join with "
+                        "commas. Weights count within their label and are normalised")
+    b.add_argument("--show-mix", action="store_true",
+                   help="print every kind with its weight, fraction and meaning, and exit")
+    b.add_argument("--solution-field", default=None,
+                   help="column of a local file with the worked solution")
+    s = b.add_argument_group("sampled completions (optional)")
+    s.add_argument("--sample-from", default=None, metavar="SPEC",
+                   help="also sample completions from this model (a spec as in `cooper data "
+                        "collect`: the embedded default, a folder, api:MODEL@URL); the verifier "
+                        "sorts them into sampled_correct and sampled_wrong")
+    s.add_argument("--samples", type=int, default=0, metavar="N",
+                   help="completions to sample: one each for the first N problems of the build "
+                        "order (default: %(default)s)")
+    s.add_argument("--sample-temperature", type=float, default=0.7, help="(default: %(default)s)")
+    s.add_argument("--sample-top-p", type=float, default=0.95, help="(default: %(default)s)")
+    s.add_argument("--sample-max-tokens", type=int, default=256,
+                   help="most new tokens per completion (default: %(default)s)")
+    add_local_args(b)
+    add_endpoint_args(b)
+    add_field_args(b)
+    b.set_defaults(func=_build)
+
+
+def _mix(args: argparse.Namespace):
+    from cooper.config.data_mix import mix_from_overrides
+    from cooper.errors import UserError
+
+    mix = mix_from_overrides(args.mix)
+    if args.seed is not None:
+        if any(part.strip().startswith("seed=") for item in args.mix for part in item.split(",")):
+            raise UserError("the seed is given twice (--seed and --mix seed=...); keep one")
+        mix = replace(mix, seed=args.seed)
+        mix.validate()
+    return mix
+
+
+def _show_mix(mix, sampling: bool) -> None:
+    from cooper.config.data_mix import POSITIVE_KINDS, DataMixConfig, kind_names
+    from cooper.config.engine import field_docs
+
+    docs = field_docs(DataMixConfig)
+    fractions = mix.fractions(sampling=sampling)
+    print(f"positive_fraction {mix.positive_fraction}, seed {mix.seed}"
+          + ("" if sampling else " (no --sample-from: sampled kinds left out)"))
+    print(f"{'kind':24s} {'label':>5s} {'weight':>7s} {'of file':>8s}  meaning")
+    for kind in kind_names():
+        label = 1 if kind in POSITIVE_KINDS else 0
+        share = fractions.get(kind, 0.0)
+        doc = " ".join(docs.get(kind, "").split())
+        print(f"{kind:24s} {label:5d} {getattr(mix, kind):7.3g} {share:8.1%}  {doc}")
+
+
+def _sample(args: argparse.Namespace, problems, out: Path, seed: int) -> dict[str, list[str]]:
+    """Sample one completion for each of ``problems`` with ``collect`` (resumable, beside OUT)."""
+    from cooper.infra.generation import SamplingConfig
+    from cooper.labelling.backends import parse_spec
+    from cooper.labelling.collect import collect
+    from cooper.labelling.label import read_rows
+
+    spec = parse_spec(args.sample_from)
+    sampling = SamplingConfig(n=1, temperature=args.sample_temperature, top_p=args.sample_top_p,
+                              max_new_tokens=args.sample_max_tokens, seed=seed)
+    path = out.with_name(out.stem + ".samples.parquet")
+    summary = collect(problems, [spec], sampling, path, local=local_options_from_args(args),
+                      endpoint=endpoint_base_from_args(args), default_key_env=args.api_key_env)
+    print(f"sampled {summary.ok} completion(s) from {spec.label} into {path}"
+          + (f" ({summary.failed} failed requests, left out)" if summary.failed else ""))
+    sampled: dict[str, list[str]] = {}
+    for row in read_rows(path):
+        if row["status"] == "ok" and row["generator"] == spec.label:
+            sampled.setdefault(row["problem_id"], []).append(row["completion"])
+    return sampled
+
+
+def _build(args: argparse.Namespace) -> int:
+    from cooper.data.mix import build_mix, problem_order
+    from cooper.data.problems import is_local_file, load_problems
+    from cooper.errors import UserError
+
+    mix = _mix(args)
+    if args.show_mix:
+        _show_mix(mix, sampling=bool(args.sample_from))
+        return 0
+    missing = [f"--{k}" for k in ("dataset", "n", "out") if getattr(args, k) is None]
+    if missing:
+        raise UserError(f"{', '.join(missing)} required (or --show-mix)")
+    if args.n < 2:
+        raise UserError(f"--n must be at least 2 (a positive and a negative), got {args.n}")
+    if args.samples < 0 or (args.samples and not args.sample_from):
+        raise UserError("--samples N (N >= 1) goes with --sample-from MODEL")
+    if args.sample_from and args.samples == 0:
+        raise UserError("--sample-from needs --samples N (how many completions to sample)")
+    out = Path(args.out)
+    if out.suffix != ".jsonl":
+        raise UserError(f"--out must be a .jsonl file, got {out}")
+    fields = fields_from_args(args)
+    if args.solution_field:
+        if not is_local_file(args.dataset):
+            raise UserError("--solution-field is for local files; bundled datasets know "
+                            "their solution column")
+        fields = replace(fields, solution=args.solution_field)
+    problems = load_problems(args.dataset, args.split, fields=fields, skip_bad=args.skip_bad,
+                             max_row_bytes=args.max_row_bytes)
+    if not any(p.solution for p in problems):
+        raise UserError(f"{problems.name} has no worked solutions; for a local file pass "
+                        "--solution-field COLUMN (or an --answer-field holding GSM8K-style "
+                        "'#### n' solutions)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    sampled = None
+    if args.sample_from:
+        head = problem_order(problems.problems, mix.seed)[:args.samples]
+        sampled = _sample(args, head, out, mix.seed)
+    rows, summary = build_mix(problems.problems, args.n, mix, sampled=sampled,
+                              dataset=problems.name)
+    tmp = out.with_name(out.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r.to_json(), ensure_ascii=False) + "\n")
+    tmp.replace(out)
+    stats = out.with_name(out.stem + ".stats.json")
+    stats_tmp = stats.with_name(stats.name + ".tmp")
+    stats_tmp.write_text(json.dumps(summary.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    os.replace(stats_tmp, stats)
+    _print_summary(summary)
+    print(f"wrote {summary.rows} rows ({summary.positives} correct, {summary.negatives} wrong) "
+          f"from {summary.problems_used} problems of {problems.name} to {out}; "
+          f"{summary.dropped} candidate(s) dropped for a label the verifier did not confirm; "
+          f"summary in {stats}")
+    return 0
+
+
+def _print_summary(summary) -> None:
+    print(f"{'kind':24s} {'label':>5s} {'target':>6s} {'rows':>5s} {'dropped':>8s} {'n/a':>4s}")
+    for kind, k in summary.kinds.items():
+        dropped = sum(k.dropped.values())
+        why = f"  ({', '.join(f'verifier {r}: {c}' for r, c in sorted(k.dropped.items()))})" \
+            if dropped else ""
+        print(f"{kind:24s} {k.label:5d} {k.target:6d} {k.rows:5d} {dropped:8d} "
+              f"{k.not_applicable:4d}{why}")
+    if summary.skipped_problems:
+        print("skipped problems: " + ", ".join(f"{r}: {c}" for r, c in
+                                               sorted(summary.skipped_problems.items())))
+    if summary.sampled:
+        print("sampled completions by verifier verdict: "
+              + ", ".join(f"{r} {c}" for r, c in summary.sampled.items()))
+    for note in summary.notes:
+        print(f"note: {note}")
