@@ -175,19 +175,18 @@ class CooperReward:
         mine = shard(positives, self.collective.rank, self.collective.world_size)
         rollout_pairs, ambiguous = (self._rollout_pairs(mine, everyone) if self.from_rollouts
                                     else ([], 0))
-        job = None
+        written = None
         if self.negatives is not None:
             seed = self.seed * 1_000_003 + step * 1009 + self.collective.rank
 
-            def job() -> tuple[list[NegativeOutcome], float]:
+            def write() -> tuple[list[NegativeOutcome], float]:
                 t = time.perf_counter()
                 outcomes = self.negatives.write(mine, seed=seed)
                 return outcomes, time.perf_counter() - t
 
             # an endpoint assistant works in the background while the policy updates
-            if self._executor:
-                job = self._executor.submit(job)
-        self._pending = _Pending(step, mine, len(positives), rollout_pairs, ambiguous, job)
+            written = self._executor.submit(write) if self._executor else write
+        self._pending = _Pending(step, mine, len(positives), rollout_pairs, ambiguous, written)
 
     def _rollout_pairs(self, positives: list[Rollout],
                        everyone: list[Rollout]) -> tuple[list[Pair], int]:
