@@ -10,6 +10,7 @@ import json
 import math
 
 import pytest
+import yaml
 
 from conftest import run_cli
 
@@ -51,10 +52,15 @@ def test_experiment_runs_every_arm_resumes_and_reports(tmp_path):
         assert [r["step"] for r in vals] == [0, 1, 2]  # before training, then every step
         cfg = (folder / "config.yaml").read_text()
         assert f"mode: {arm}" in cfg
-    # every arm started from the same models and seed
-    configs = [(out / "arms" / a / "config.yaml").read_text() for a in ARMS]
-    assert len({c.replace(f"mode: {a}", "").replace(f"arms/{a}", "")
-                for c, a in zip(configs, ARMS, strict=True)}) == 1
+    # every arm started from the same models and seed: the settings differ only in the reward
+    # mode, the run folder and what the mode decides (which reward column is optimised)
+    configs = []
+    for a in ARMS:
+        c = yaml.safe_load((out / "arms" / a / "config.yaml").read_text())
+        assert c["reward"].pop("mode") == a and c.pop("output_dir").endswith(f"arms/{a}")
+        c["grpo"].pop("reward_weights")
+        configs.append(json.dumps(c, sort_keys=True))
+    assert len(set(configs)) == 1
 
     report = out / "report"
     for name in ("heldout_accuracy", "training_reward", "hacking_gap", "rm_probe"):
