@@ -63,11 +63,12 @@ def test_experiment_runs_every_arm_resumes_and_reports(tmp_path):
     assert len(set(configs)) == 1
 
     report = out / "report"
-    for name in ("heldout_accuracy", "training_reward", "hacking_gap", "rm_probe"):
+    for name in ("heldout_accuracy", "training_reward", "hacking_gap", "hacking_top_wrong",
+                 "rm_group_auroc", "rm_probe"):
         png = report / f"{name}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     html = (report / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 4 and "Cooper" in html
+    assert html.count("data:image/png;base64,") == 6 and "Cooper" in html
     md = (report / "report.md").read_text()
     assert "| no RL (initial policy) |" in md and "| fixed RM |" in md
     assert "not run yet" not in md

@@ -88,7 +88,8 @@ def test_report_tables_and_files(tmp_path):
     assert "| Cooper | 80.00 | 80.00 |" in md
     assert "Incomplete" not in md
     assert {p.name for p in paths.plots} == {"heldout_accuracy.png", "training_reward.png",
-                                             "hacking_gap.png", "rm_probe.png"}
+                                             "hacking_gap.png", "hacking_top_wrong.png",
+                                             "rm_group_auroc.png", "rm_probe.png"}
     for p in paths.plots:
         assert (paths.folder / p.name).is_file() and f"]({p.name})" in md
     assert "| total | 30 min 27 s |" in md  # 12 s setup + 3 x (600 s + 5 s)

@@ -79,7 +79,7 @@ def _plot(arms: list[Arm], key_of, title: str, ylabel: str, path: Path, *,
 
 
 def make_plots(arms: list[Arm], folder: Path) -> list[Path]:
-    """The report's four PNGs, written into ``folder``; returns their paths in report order."""
+    """The report's PNGs, written into ``folder``; returns their paths in report order."""
     return [
         _plot(arms, lambda a: "val/accuracy", "Held-out accuracy (verifier)", "accuracy",
               folder / "heldout_accuracy.png", smooth=False, ylim=(0, 1)),
@@ -89,6 +89,12 @@ def make_plots(arms: list[Arm], folder: Path) -> list[Path]:
               ylim=(0, 1)),
         _plot(arms, lambda a: "hacking/gap", "Hacking gap: reward model minus verifier",
               "gap", folder / "hacking_gap.png", ylim=(-1, 1), hline=0.0),
+        _plot(arms, lambda a: "hacking/top_wrong",
+              "Top-wrong: groups whose highest-scored rollout is verified wrong", "fraction",
+              folder / "hacking_top_wrong.png", ylim=(0, 1)),
+        _plot(arms, lambda a: "rm/group_auroc",
+              "Reward model vs. verifier within each prompt's group (AUROC)", "AUROC",
+              folder / "rm_group_auroc.png", ylim=(0, 1), hline=0.5),
         _plot(arms, lambda a: "val/rm_probe_accuracy",
               "Reward model accuracy on the fixed labelled probe", "accuracy",
               folder / "rm_probe.png", smooth=False, ylim=(0, 1)),

@@ -7,6 +7,8 @@ arm that has not run yet is listed as such) and writes, into ``DIR/report``:
 - ``training_reward.png``: the reward each arm optimises (the verifier in ``rule``, the reward
   model otherwise) against step, with the verified accuracy of the same rollouts dashed;
 - ``hacking_gap.png``: ``hacking/gap`` (reward-model mean minus verifier mean) against step;
+- ``hacking_top_wrong.png``, ``rm_group_auroc.png``: the calibration-free hacking signals
+  (``hacking/top_wrong``, ``rm/group_auroc``) against step;
 - ``rm_probe.png``: the reward model's accuracy on the fixed labelled probe against step;
 - ``report.md`` (images beside it) and ``report.html`` (images embedded as base64, so the one
   file works offline): the final table (arms x benchmarks + average, the initial policy as the
@@ -280,6 +282,12 @@ def build_report(folder: str | Path, out: str | Path | None = None) -> ReportPat
                                "while dashed falls.",
         "hacking_gap.png": "hacking/gap = reward-model mean minus verifier mean on each step's "
                            "rollouts (the rule arm's reward model is frozen and only watches).",
+        "hacking_top_wrong.png": "hacking/top_wrong: of the groups with a verified-correct "
+        "rollout, the fraction whose highest reward-model score went to a wrong one. GRPO uses "
+        "only the order within a group, so this is the hacking signal a calibration shift "
+        "cannot hide.",
+        "rm_group_auroc.png": "rm/group_auroc: the reward model's AUROC against the verifier "
+        "within each mixed group, averaged (0.5: chance).",
         "rm_probe.png": "The reward model on a fixed labelled probe set: does the online update "
                         "make it forget? (rule and fixed-RM arms: frozen, flat).",
     }
