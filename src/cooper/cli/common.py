@@ -87,3 +87,27 @@ def local_options_from_args(args: argparse.Namespace):
         raise UserError(f"--threads must be >= 1, got {args.threads}")
     return LocalOptions(batch_size=args.batch_size, trust_remote_code=args.trust_remote_code,
                         dtype=args.dtype, threads=args.threads)
+
+
+def load_solved_problems(args: argparse.Namespace):
+    """The problems of ``args.dataset`` that ship a worked solution (``--solution-field`` names
+    its column in a local file), for the commands that build reward-model data from gold
+    solutions; a clear error when there is none."""
+    from dataclasses import replace
+
+    from cooper.data.problems import is_local_file, load_problems
+    from cooper.errors import UserError
+
+    fields = fields_from_args(args)
+    if args.solution_field:
+        if not is_local_file(args.dataset):
+            raise UserError("--solution-field is for local files; bundled datasets know "
+                            "their solution column")
+        fields = replace(fields, solution=args.solution_field)
+    problems = load_problems(args.dataset, args.split, fields=fields, skip_bad=args.skip_bad,
+                             max_row_bytes=args.max_row_bytes)
+    if not any(p.solution for p in problems):
+        raise UserError(f"{problems.name} has no worked solutions; for a local file pass "
+                        "--solution-field COLUMN (or an --answer-field holding GSM8K-style "
+                        "'#### n' solutions)")
+    return problems

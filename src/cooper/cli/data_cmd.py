@@ -6,7 +6,12 @@ from __future__ import annotations
 import argparse
 import json
 
-from cooper.cli.common import add_field_args, add_model_args, fields_from_args
+from cooper.cli.common import (
+    add_field_args,
+    add_model_args,
+    fields_from_args,
+    load_solved_problems,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -87,29 +92,16 @@ def _show(args: argparse.Namespace) -> int:
 
 def _perturbed(args: argparse.Namespace) -> int:
     import random
-    from dataclasses import replace
     from pathlib import Path
 
     from cooper.data.perturb import perturbed_triples
-    from cooper.data.problems import is_local_file, load_problems
     from cooper.errors import UserError
     from cooper.infra.files import atomic_open
 
     if args.n < 2 or args.n % 2:
         raise UserError(f"--n must be a positive even number (gold and perturbed come in "
                         f"pairs), got {args.n}")
-    fields = fields_from_args(args)
-    if args.solution_field:
-        if not is_local_file(args.dataset):
-            raise UserError("--solution-field is for local files; bundled datasets know "
-                            "their solution column")
-        fields = replace(fields, solution=args.solution_field)
-    problems = load_problems(args.dataset, args.split, fields=fields, skip_bad=args.skip_bad,
-                             max_row_bytes=args.max_row_bytes)
-    if not any(p.solution for p in problems):
-        raise UserError(f"{problems.name} has no worked solutions to perturb; for a local "
-                        "file pass --solution-field COLUMN (or an --answer-field holding "
-                        "GSM8K-style '#### n' solutions)")
+    problems = load_solved_problems(args)
     if args.n > 2 * len(problems):
         raise UserError(f"{problems.name} has {len(problems)} problems, so at most "
                         f"{2 * len(problems)} triples; lower --n")

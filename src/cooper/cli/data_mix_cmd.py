@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,7 +12,7 @@ from cooper.cli.common import (
     add_field_args,
     add_local_args,
     endpoint_base_from_args,
-    fields_from_args,
+    load_solved_problems,
     local_options_from_args,
 )
 
@@ -115,8 +114,8 @@ def _sample(args: argparse.Namespace, problems, out: Path, seed: int) -> dict[st
 
 def _build(args: argparse.Namespace) -> int:
     from cooper.data.mix import build_mix, problem_order
-    from cooper.data.problems import is_local_file, load_problems
     from cooper.errors import UserError
+    from cooper.infra.files import write_atomic, write_json
 
     mix = _mix(args)
     if args.show_mix:
@@ -134,18 +133,7 @@ def _build(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.suffix != ".jsonl":
         raise UserError(f"--out must be a .jsonl file, got {out}")
-    fields = fields_from_args(args)
-    if args.solution_field:
-        if not is_local_file(args.dataset):
-            raise UserError("--solution-field is for local files; bundled datasets know "
-                            "their solution column")
-        fields = replace(fields, solution=args.solution_field)
-    problems = load_problems(args.dataset, args.split, fields=fields, skip_bad=args.skip_bad,
-                             max_row_bytes=args.max_row_bytes)
-    if not any(p.solution for p in problems):
-        raise UserError(f"{problems.name} has no worked solutions; for a local file pass "
-                        "--solution-field COLUMN (or an --answer-field holding GSM8K-style "
-                        "'#### n' solutions)")
+    problems = load_solved_problems(args)
     out.parent.mkdir(parents=True, exist_ok=True)
     sampled = None
     if args.sample_from:
@@ -153,15 +141,9 @@ def _build(args: argparse.Namespace) -> int:
         sampled = _sample(args, head, out, mix.seed)
     rows, summary = build_mix(problems.problems, args.n, mix, sampled=sampled,
                               dataset=problems.name)
-    tmp = out.with_name(out.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        for r in rows:
-            f.write(json.dumps(r.to_json(), ensure_ascii=False) + "\n")
-    tmp.replace(out)
+    write_atomic(out, "".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in rows))
     stats = out.with_name(out.stem + ".stats.json")
-    stats_tmp = stats.with_name(stats.name + ".tmp")
-    stats_tmp.write_text(json.dumps(summary.to_dict(), indent=2, ensure_ascii=False) + "\n")
-    os.replace(stats_tmp, stats)
+    write_json(stats, summary.to_dict())
     _print_summary(summary)
     print(f"wrote {summary.rows} rows ({summary.positives} correct, {summary.negatives} wrong) "
           f"from {summary.problems_used} problems of {problems.name} to {out}; "

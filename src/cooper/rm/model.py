@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cooper.errors import UserError
+from cooper.infra.files import write_json
 from cooper.infra.models import (
     DEFAULT_MODEL,
     load_sequence_classifier,
@@ -298,7 +299,5 @@ class RewardModel:
         path = Path(out_dir) / SPEC_FILE
         data = {**asdict(self.spec), "temperature": self.temperature, **self.spec_extra,
                 **(extra or {})}
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(data, indent=2) + "\n")
-        os.replace(tmp, path)
+        write_json(path, data)
         return path
