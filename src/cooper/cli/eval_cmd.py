@@ -38,6 +38,12 @@ def _int_list(text: str) -> tuple[int, ...]:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from dataclasses import fields
+
+    from cooper.eval.settings import BACKENDS, EvalSettings
+
+    # the defaults are EvalSettings' (one definition), not repeated here
+    d = {f.name: f.default for f in fields(EvalSettings)}
     p = sub.add_parser(
         "eval", help="benchmark accuracy (mean, pass@k, majority vote); 'eval compare' tabulates runs",
         usage="%(prog)s [--model M] [--benchmarks B,B,...] [options] --out DIR\n"
@@ -52,15 +58,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, default=None,
                    help="evaluate only the first N problems of each benchmark")
     g = p.add_argument_group("sampling (defaults: the paper's protocol)")
-    g.add_argument("--n", type=int, default=PAPER_SAMPLES,
+    g.add_argument("--n", type=int, default=d["sampling"].n,
                    help="samples per problem (default: %(default)s)")
-    g.add_argument("--temperature", type=float, default=PAPER_TEMPERATURE,
+    g.add_argument("--temperature", type=float, default=d["sampling"].temperature,
                    help="0 = greedy (default: %(default)s)")
-    g.add_argument("--top-p", type=float, default=PAPER_TOP_P, help="(default: %(default)s)")
-    g.add_argument("--max-new-tokens", type=int, default=512,
+    g.add_argument("--top-p", type=float, default=d["sampling"].top_p,
+                   help="(default: %(default)s)")
+    g.add_argument("--max-new-tokens", type=int, default=d["sampling"].max_new_tokens,
                    help="completion length limit; a cut completion usually scores wrong "
                         "(default: %(default)s)")
-    g.add_argument("--seed", type=int, default=0, help="(default: %(default)s)")
+    g.add_argument("--seed", type=int, default=d["sampling"].seed,
+                   help="(default: %(default)s)")
     t = g.add_mutually_exclusive_group()
     t.add_argument("--prompt-template", default=None, metavar="TEXT",
                    help="user message with the placeholder {question}, taken literally (use "
@@ -70,19 +78,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--prompt-template-file", default=None, metavar="FILE",
                    help="read the prompt template from a text file")
     b = p.add_argument_group("backend and scoring")
-    b.add_argument("--backend", choices=("hf", "vllm"), default="hf",
+    b.add_argument("--backend", choices=BACKENDS, default=d["backend"],
                    help="hf: Hugging Face generate, batched and length-sorted (CPU or GPU); "
                         "vllm: vLLM, if installed (GPU) (default: %(default)s)")
-    b.add_argument("--batch-size", type=int, default=16,
+    b.add_argument("--batch-size", type=int, default=d["batch_size"],
                    help="sequences per generate call, hf backend (default: %(default)s)")
-    b.add_argument("--chunk-size", type=int, default=32,
+    b.add_argument("--chunk-size", type=int, default=d["chunk_size"],
                    help="problems per saved chunk, the unit a resumed run skips "
                         "(default: %(default)s)")
     b.add_argument("--dtype", default=None, help="model dtype, e.g. bfloat16 (default: the checkpoint's)")
     b.add_argument("--threads", type=int, default=None,
                    help="CPU threads for torch (default: one per core); on a small or busy "
                         "CPU, --threads 1 can be several times faster")
-    b.add_argument("--verify-mode", choices=("strict", "lenient"), default="strict",
+    b.add_argument("--verify-mode", choices=("strict", "lenient"), default=d["verify_mode"],
                    help="verifier mode (default: %(default)s)")
     b.add_argument("--verify-timeout", type=float, default=None, metavar="SECONDS",
                    help="hard time limit per verification (default: the verifier's)")
