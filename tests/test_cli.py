@@ -27,3 +27,19 @@ def test_every_listed_command_has_help_and_a_description():
 def test_unknown_command_is_a_usage_error():
     proc = run_cli("frobnicate", check=False)
     assert proc.returncode == 2 and "invalid choice" in proc.stderr
+
+
+def test_building_the_command_imports_neither_torch_nor_trl():
+    """`cooper --help` and cache checks start in a fraction of a second: every command module
+    imports the training stack only in its handler (a settings default read at registration
+    once pulled TRL in through the demo)."""
+    import subprocess
+    import sys
+
+    from conftest import cli_env
+
+    code = ("import sys, cooper.cli; cooper.cli.build_parser(); "
+            "print(sorted(m for m in ('torch', 'trl', 'transformers') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=cli_env(), check=True).stdout
+    assert out.strip() == "[]"

@@ -6,7 +6,7 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from cooper.experiment.demo import DemoSettings
+    from cooper.config.demo import DemoSettings
 
     d = DemoSettings()
     p = sub.add_parser(
@@ -30,7 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from cooper.experiment.demo import DemoSettings, run_demo
+    from cooper.config.demo import DemoSettings
+    from cooper.experiment.demo import run_demo
 
     summary = run_demo(DemoSettings(out=args.out, steps=args.steps, rm_triples=args.rm_triples,
                                     dataset=args.dataset, eval_problems=args.eval_problems,

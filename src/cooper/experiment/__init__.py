@@ -10,12 +10,19 @@ testbed's tiny models are built by :mod:`.testbed`; ``cooper demo`` runs the who
 the embedded model (:mod:`.demo`).
 """
 
-from cooper.experiment.demo import DemoSettings, run_demo
-from cooper.experiment.final_eval import evaluate_policy
-from cooper.experiment.hacking import run_experiment
-from cooper.experiment.report import ReportPaths, build_report
-from cooper.experiment.setup import Setup, run_setup
-from cooper.experiment.testbed import tiny_arith_models
+import importlib
 
-__all__ = ["DemoSettings", "ReportPaths", "Setup", "build_report", "evaluate_policy",
-           "run_demo", "run_experiment", "run_setup", "tiny_arith_models"]
+# Exported lazily (PEP 562): the demo and the arms import the training stack (TRL, seconds to
+# load), and cooper.experiment.testbed or the report must be importable without it.
+_EXPORTS = {"run_demo": "cooper.experiment.demo", "evaluate_policy": "cooper.experiment.final_eval",
+            "run_experiment": "cooper.experiment.hacking",
+            "ReportPaths": "cooper.experiment.report", "build_report": "cooper.experiment.report",
+            "Setup": "cooper.experiment.setup", "run_setup": "cooper.experiment.setup",
+            "tiny_arith_models": "cooper.experiment.testbed"}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'cooper.experiment' has no attribute {name!r}")

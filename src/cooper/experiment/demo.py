@@ -29,12 +29,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cooper.config.demo import DemoSettings
 from cooper.config.rm import RMTrainConfig
 from cooper.config.train import load_config
 from cooper.data.perturb import perturbed_triples
 from cooper.data.problems import load_problems
 from cooper.data.triples import load_triples
-from cooper.errors import UserError
 from cooper.eval.sampling import evaluate_problems
 from cooper.infra import embedded
 from cooper.infra.generation import HFGenerator, SamplingConfig
@@ -43,43 +43,6 @@ from cooper.infra.protocol import PAPER_TEMPERATURE, PAPER_TOP_P
 from cooper.rl.runner import run
 from cooper.rm.model import RewardModel
 from cooper.rm.training import train_bce
-
-
-@dataclass(frozen=True)
-class DemoSettings:
-    """What ``cooper demo`` runs: small enough for minutes on a laptop CPU."""
-
-    out: str = "runs/demo"
-    """folder for every artefact"""
-    rm_triples: int = 160
-    """labelled triples for the reward model (half correct)"""
-    # 128 small steps at a high rate for the top layers: held-out accuracy near 1.0 on this
-    # task in about two minutes (1 epoch at the library's default rate stays at chance)
-    rm_epochs: int = 6
-    """BCE epochs of the reward model over its triples"""
-    rm_lr: float = 2e-4
-    """reward-model learning rate"""
-    rm_train_layers: int = 4
-    """top decoder layers trained (the rest frozen): minutes, not hours"""
-    rm_max_length: int = 384
-    """reward-model input tokens"""
-    dataset: str = "arith_small"
-    """the task of every stage"""
-    eval_problems: int = 16
-    """test problems, evaluated before and after"""
-    eval_max_new_tokens: int = 128
-    """generated tokens per evaluation sample"""
-    steps: int = 4
-    """Cooper steps"""
-    seed: int = 0
-    """seed of the data, the reward-model training, sampling and RL"""
-
-    def __post_init__(self):
-        for name in ("rm_triples", "rm_epochs", "eval_problems", "eval_max_new_tokens", "steps"):
-            if getattr(self, name) < 1:
-                raise UserError(f"demo {name} must be >= 1, got {getattr(self, name)}")
-        if self.rm_triples % 2:
-            raise UserError(f"rm_triples must be even (gold + perturbed pairs), got {self.rm_triples}")
 
 
 @dataclass
