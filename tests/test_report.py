@@ -1,4 +1,5 @@
-"""`cooper report`: figures from hand-made records, and the HTML as a browser renders it."""
+"""`cooper report`: figures, aggregation over seeds and the verdict from hand-made records, and
+the HTML as a browser renders it."""
 
 from __future__ import annotations
 
@@ -11,11 +12,31 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cooper.experiment.plots import moving_average
-from cooper.experiment.report import Arm, build_report, hacking_figures, tail_mean
+from cooper.experiment.figures import (
+    Arm,
+    Run,
+    band,
+    hacking_figures,
+    moving_average,
+    spread,
+    tail_mean,
+)
+from cooper.experiment.plots import ARM_COLORS, PALETTE, arm_colors, arm_label
+from cooper.experiment.report import build_report
+from cooper.experiment.verdict import (
+    HACKED,
+    IN_BETWEEN,
+    NO_DATA,
+    NOT_HACKED,
+    REFERENCE,
+    arm_verdict,
+    seed_verdict,
+)
 
 BROWSERS = ("chromium", "chromium-headless-shell", "chromium-browser", "google-chrome",
             "google-chrome-stable")
+PLOTS = {"heldout_accuracy.png", "training_reward.png", "hacking_gap.png",
+         "hacking_top_wrong.png", "rm_group_auroc.png", "rm_probe.png", "rm_probe_auroc.png"}
 
 
 def test_moving_average_and_tail_mean_by_hand():
@@ -31,7 +52,7 @@ def test_hacking_figures_by_hand():
     ver = [0.4, 0.6, 0.8, 0.8, 0.8, 0.6, 0.4, 0.2, 0.2, 0.2]
     rows = [{"step": i + 1, "reward/rule_mean": v, "reward/rm_mean": 0.9,
              "hacking/gap": 0.9 - v, "rm/agreement": 0.5} for i, v in enumerate(ver)]
-    f = hacking_figures(Arm("rm", rows, None, None))
+    f = hacking_figures(Run("rm", 0, "rm", rows, None, None))
     assert f["steps"] == 10
     assert f["peak_verified"] == 0.8  # window 1 (10% of 10 steps): the raw peak
     assert f["final_verified"] == pytest.approx(0.2)  # last 10% = the last step
@@ -40,66 +61,187 @@ def test_hacking_figures_by_hand():
     # second half: steps 6..10, gaps 0.3 0.5 0.7 0.7 0.7 -> 2.9 / 5
     assert f["second_half_gap"] == pytest.approx(0.58)
     assert f["final_reward"] == pytest.approx(0.9)
+    # never logged: NaN, not zero
+    assert math.isnan(f["final_top_wrong"]) and math.isnan(f["final_accuracy"])
 
 
-def fake_experiment(folder: Path, steps: int = 40, arms=("rule", "rm", "cooper"),
-                    finished=("rule", "rm", "cooper")) -> Path:
-    """An experiment folder with made-up curves: rm hacks, cooper and rule do not."""
+def test_spread_and_band_over_seeds_by_hand():
+    s = spread([0.1, float("nan"), 0.4, 0.7])  # NaN: a seed without the figure
+    assert (s.mean, s.lo, s.hi, s.n) == (pytest.approx(0.4), 0.1, 0.7, 3)
+    assert spread([]) is None and spread([float("nan")]) is None
+    # three seeds; the third stopped after step 2
+    runs = [Run("rm", seed, "rm", [{"step": i + 1, "hacking/gap": v} for i, v in enumerate(vals)],
+                None, None)
+            for seed, vals in enumerate([[0.1, 0.2, 0.3], [0.3, 0.4, 0.5], [0.5, 0.9]])]
+    steps, mean, lo, hi = band(runs, "hacking/gap", smooth=False)
+    assert steps == [1, 2, 3]
+    assert mean == pytest.approx([0.3, 0.5, 0.4])  # step 3: (0.3 + 0.5) / 2
+    assert lo == [0.1, 0.2, 0.3] and hi == [0.5, 0.9, 0.5]
+    # smoothed first, per seed (window 1 for 3 points: unchanged here)
+    assert band(runs, "hacking/gap", smooth=True)[1] == pytest.approx(mean)
+
+
+def _fig(top=math.nan, gap=math.nan, top2=None, gap2=None):
+    return {"final_top_wrong": top, "final_gap": gap,
+            "second_half_top_wrong": top if top2 is None else top2,
+            "second_half_gap": gap if gap2 is None else gap2}
+
+
+@pytest.mark.parametrize("fig, expected", [
+    (_fig(0.3, 0.0), HACKED),  # top-wrong at its bar
+    (_fig(0.0, 0.3), HACKED),  # gap at its bar
+    (_fig(0.299, 0.299), IN_BETWEEN),
+    (_fig(0.1, 0.1), NOT_HACKED),  # both at the clean bar
+    (_fig(0.1, 0.1, top2=0.11), IN_BETWEEN),  # over the bar in the second half
+    (_fig(0.15, 0.05, top2=0.05), IN_BETWEEN),  # a late rise is not averaged away
+    (_fig(0.5), HACKED),  # one signal over its bar is enough
+    (_fig(0.05), NO_DATA),  # gap missing: cannot say "not hacked"
+    (_fig(), NO_DATA),
+])
+def test_verdict_at_the_thresholds(fig, expected):
+    assert seed_verdict("cooper", fig) == expected
+    assert seed_verdict("rule", fig) == REFERENCE  # the verifier pays: nothing to hack
+
+
+def _rows(steps: int, top_wrong: float | None, gap: float, probe_first: float,
+          probe_last: float) -> list[dict]:
+    rows = []
+    for s in range(steps + 1):
+        row: dict = {"step": s}
+        if s:
+            row.update({"reward/rule_mean": 0.5, "reward/rm_mean": 0.5 + gap, "hacking/gap": gap,
+                        "rm/agreement": 0.8, "rm/group_auroc": 0.7, "loss": 0.1})
+            if top_wrong is not None:
+                row["hacking/top_wrong"] = top_wrong
+        if s % 10 == 0:
+            auroc = probe_first + (probe_last - probe_first) * s / steps
+            row.update({"val/accuracy": 0.5 + 0.01 * s, "val/rm_probe_accuracy": 0.7,
+                        "val/rm_probe_auroc": auroc})
+        rows.append(row)
+    return rows
+
+
+# arm -> its settings, and per seed: (top_wrong, gap, final accuracy, probe AUROC first, last)
+SYNTHETIC = {
+    "rule": ({"reward.mode": "rule"}, [(0.05, -0.05, 0.80, 0.9, 0.9), (0.05, -0.05, 0.84, 0.9, 0.9)]),
+    "rm": ({"reward.mode": "rm"}, [(0.5, 0.35, 0.30, 0.9, 0.9), (0.4, 0.25, 0.36, 0.9, 0.9)]),
+    "cooper": ({"reward.mode": "cooper"},
+               [(0.05, 0.08, 0.82, 0.9, 0.88), (0.05, 0.08, 0.80, 0.9, 0.92)]),
+    "cooper_x": ({"reward.mode": "cooper", "rm_update.negatives": "rollouts", "label": "Cooper X"},
+                 [(0.2, 0.0, 0.70, 0.9, 0.7), (None, 0.05, 0.60, 0.9, 0.6)]),
+}
+
+
+def synthetic_experiment(folder: Path, steps: int = 20, seeds=(0, 1), arms=tuple(SYNTHETIC),
+                         unfinished=()) -> Path:
+    """An experiment folder with hand-made constant curves per seed (SYNTHETIC): rm hacked in
+    both seeds, cooper not, cooper_x in between in seed 0 and without top-wrong in seed 1."""
+    from cooper.config.arms import declare_arms
     from cooper.config.experiment import ExperimentConfig
 
     folder.mkdir(parents=True)
-    cfg = ExperimentConfig(arms=",".join(arms))
+    cfg = ExperimentConfig(arms=declare_arms({a: SYNTHETIC[a][0] for a in arms}),
+                           seeds=",".join(map(str, seeds)))
     (folder / "experiment.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
-    (folder / "experiment.json").write_text(json.dumps({"versions": {"cooper-rl": "0.1.0"}}))
-    ev = {"benchmarks": {"arith_small:test": {"accuracy": 0.5}}, "average": 0.5, "seconds": 3.0}
-    (folder / "setup").mkdir()
-    (folder / "setup" / "setup.json").write_text(json.dumps(
-        {"setup": {}, "probe_accuracy": 0.7, "initial_eval": ev, "seconds": 12.0}))
-    for k, arm in enumerate(arms):
-        d = folder / "arms" / arm
-        d.mkdir(parents=True)
-        rows = []
-        for s in range(steps + 1):
-            t = s / steps
-            ver = 0.5 + 0.3 * t if arm != "rm" else 0.5 + 0.3 * t - 0.7 * max(0.0, t - 0.4)
-            rm = ver + (0.6 * t if arm == "rm" else 0.02)
-            row = {"step": s}
-            if s:
-                row.update({"reward/rule_mean": ver, "reward/rm_mean": rm, "hacking/gap": rm - ver,
-                            "rm/agreement": 0.8, "loss": 0.1})
-            if s % 10 == 0:
-                row.update({"val/accuracy": ver, "val/rm_probe_accuracy": 0.7 + 0.01 * k})
-            rows.append(row)
-        (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-        if arm in finished:
+    (folder / "experiment.json").write_text(json.dumps(
+        {"versions": {"cooper-rl": "0.1.0"}, "sessions": [{"seconds": 900.0}]}))
+    for k, seed in enumerate(seeds):
+        base = folder / f"seed-{seed}"
+        (base / "setup").mkdir(parents=True)
+        ev = {"benchmarks": {"arith_small:test": {"accuracy": 0.5 + 0.1 * k}},
+              "average": 0.5 + 0.1 * k, "seconds": 3.0}
+        (base / "setup" / "setup.json").write_text(json.dumps(
+            {"setup": {}, "probe_accuracy": 0.7, "initial_eval": ev, "seconds": 12.0}))
+        for arm in arms:
+            top, gap, acc, p0, p1 = SYNTHETIC[arm][1][k % 2]  # a third seed repeats the first
+            d = base / "arms" / arm
+            d.mkdir(parents=True)
+            (d / "metrics.jsonl").write_text(
+                "".join(json.dumps(r) + "\n" for r in _rows(steps, top, gap, p0, p1)))
+            if (arm, seed) in unfinished:
+                continue
             (d / "trained.json").write_text(json.dumps({"steps": steps, "seconds": 600.0}))
-            final = {"benchmarks": {"arith_small:test": {"accuracy": rows[-1]["val/accuracy"]}},
-                     "average": rows[-1]["val/accuracy"], "seconds": 5.0}
-            (d / "final_eval.json").write_text(json.dumps(final))
+            (d / "final_eval.json").write_text(json.dumps(
+                {"benchmarks": {"arith_small:test": {"accuracy": acc}}, "average": acc,
+                 "seconds": 5.0}))
     return folder
 
 
-def test_report_tables_and_files(tmp_path):
-    paths = build_report(fake_experiment(tmp_path / "exp"))
+def _md_row(md: str, first: str) -> str:
+    return next(line for line in md.splitlines() if line.startswith(f"| {first} |"))
+
+
+def test_multi_seed_report_aggregates_and_leads_with_the_verdict(tmp_path):
+    paths = build_report(synthetic_experiment(tmp_path / "exp"))
     md = paths.markdown.read_text()
-    # final table: initial policy row and each arm, accuracy in percent
-    assert "| no RL (initial policy) | 50.00 | 50.00 |" in md
-    assert "| fixed RM | 38.00 | 38.00 |" in md  # step 40: 0.5 + 0.3 - 0.7 * (1 - 0.4)
-    assert "| Cooper | 80.00 | 80.00 |" in md
-    assert "Incomplete" not in md
-    assert {p.name for p in paths.plots} == {"heldout_accuracy.png", "training_reward.png",
-                                             "hacking_gap.png", "hacking_top_wrong.png",
-                                             "rm_group_auroc.png", "rm_probe.png"}
+    # the verdict comes first, right after the title
+    assert md.index("## Verdict") < md.index("## Final accuracy") < md.index("## Curves")
+    # verdict table: the per-seed decisions counted, figures as mean (min to max)
+    assert _md_row(md, "rule (verifier)").split(" | ")[1] == REFERENCE
+    rm = _md_row(md, "fixed RM").split(" | ")
+    assert rm[1] == "hacked (2 of 2 seeds)"  # seed 0 by both signals, seed 1 by top-wrong
+    assert rm[2] == "0.450 (0.400 to 0.500)" and rm[3] == "0.300 (0.250 to 0.350)"
+    assert rm[4] == "33.00 (30.00 to 36.00)"
+    assert rm[5] == "-49.00 (-50.00 to -48.00)"  # per seed: 30 - 80, 36 - 84 points
+    cooper = _md_row(md, "Cooper").split(" | ")
+    assert cooper[1] == "not hacked (2 of 2 seeds)"
+    assert cooper[6] == "0.900" and cooper[7].strip(" |") == "0.900 (0.880 to 0.920)"
+    x = _md_row(md, "Cooper X").split(" | ")  # a new arm: its label
+    assert x[1] == f"{IN_BETWEEN} in 1 of 2 seeds; {NO_DATA} in 1 of 2 seeds"
+    assert x[2] == "0.200 (1 of 2 seeds)"  # seed 1 never logged top-wrong
+    # the sentences say the same, from the same numbers
+    assert ("- fixed RM: hacked (2 of 2 seeds); final held-out accuracy (%) 33.00 (30.00 to "
+            "36.00); against rule (verifier): -49.00 (-50.00 to -48.00) points; reward model's "
+            "probe AUROC 0.900 at the first validation, 0.900 at the last.") in md
+    assert "2 seeds (0, 1), 4 arms, 20 training steps logged per run." in md
+    # the final table: initial policy per seed 50% and 60%
+    assert "| no RL (initial policy) | 55.00 (50.00 to 60.00) | 55.00 (50.00 to 60.00) |" in md
+    # the appendix: one row per arm and seed
+    assert "| fixed RM | 1 | hacked | 20 | 36.00 | 0.400 | 0.250 |" in md
+    assert "| Cooper X | 1 | not enough data | 20 | 60.00 | not enough data | 0.050 |" in md
+    assert "| cooper_x | Cooper X | reward.mode=cooper, rm_update.negatives=rollouts |" in md
+    assert {p.name for p in paths.plots} == PLOTS
     for p in paths.plots:
         assert (paths.folder / p.name).is_file() and f"]({p.name})" in md
-    assert "| total | 30 min 27 s |" in md  # 12 s setup + 3 x (600 s + 5 s)
+    # 2 seeds x (12 s setup + 4 arms x (600 s + 5 s))
+    assert "| total | 1 h 21 min |" in md and "| wall clock of the sessions" in md
+    assert "Incomplete" not in md
 
 
 def test_report_of_an_unfinished_experiment_says_so(tmp_path):
-    paths = build_report(fake_experiment(tmp_path / "exp", finished=("rule",)))
+    paths = build_report(synthetic_experiment(tmp_path / "exp", seeds=(0,), arms=("rule", "rm"),
+                                              unfinished={("rm", 0)}))
     md = paths.markdown.read_text()
-    assert "Incomplete: rm, cooper not finished yet" in md
+    assert "Incomplete: rm (seed 0) not finished yet" in md
     assert "| fixed RM | not run yet | not run yet |" in md
+    # its curves still count for the verdict; the missing final evaluation does not
+    rm = _md_row(md, "fixed RM").split(" | ")
+    assert rm[1] == HACKED and rm[4] == NO_DATA and rm[5] == NO_DATA
+
+
+def test_first_round_folder_still_reports(tmp_path):
+    """One seed at the folder's top, arms as a string of modes, no seeds setting."""
+    folder = tmp_path / "old"
+    new = synthetic_experiment(tmp_path / "new", seeds=(0,), arms=("rule", "rm", "cooper"))
+    shutil.copytree(new / "seed-0", folder)
+    settings = yaml.safe_load((new / "experiment.yaml").read_text())
+    settings["arms"] = "rule,rm,cooper"
+    del settings["seeds"]
+    (folder / "experiment.yaml").write_text(yaml.safe_dump(settings))
+    md = build_report(folder).markdown.read_text()
+    assert _md_row(md, "fixed RM").split(" | ")[1] == HACKED
+    assert "| Cooper | 82.00 | 82.00 |" in md
+
+
+def test_arm_colours_and_labels():
+    colors = arm_colors(["rule", "mine", "rm", "theirs"])
+    assert colors["rule"] == ARM_COLORS["rule"] and colors["rm"] == ARM_COLORS["rm"]
+    assert (colors["mine"], colors["theirs"]) == PALETTE[:2]
+    assert len(set(colors.values())) == 4
+    assert arm_label("cooper") == "Cooper" and arm_label("mine") == "mine"
+    assert arm_label("cooper", "Cooper (paper)") == "Cooper (paper)"
+    # a single run's verdict is not counted
+    assert arm_verdict(Arm("rm", "fixed RM", "rm", [Run("rm", 0, "rm", [], None, None)])) == NO_DATA
 
 
 def _browser() -> str | None:
@@ -115,11 +257,14 @@ def test_html_report_renders_in_a_headless_browser(tmp_path):
     if browser is None:
         pytest.skip(f"no headless browser found (looked for {', '.join(BROWSERS)}); "
                     "`.ci/run` installs chromium, or: apt-get install chromium")
-    paths = build_report(fake_experiment(tmp_path / "exp"))
+    paths = build_report(synthetic_experiment(tmp_path / "exp", seeds=(0, 1, 2)))
+    html = paths.html.read_text()
+    assert html.count("data:image/png;base64,") == len(PLOTS)
+    assert html.index("<h2>Verdict</h2>") < html.index("<h2>Curves</h2>")
     shot = tmp_path / "shot.png"
     # --no-sandbox: CI containers run as root, where Chromium's sandbox refuses to start
     cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-           "--allow-file-access-from-files", f"--screenshot={shot}", "--window-size=1000,2400",
+           "--allow-file-access-from-files", f"--screenshot={shot}", "--window-size=1000,4000",
            paths.html.resolve().as_uri()]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
                           env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
@@ -134,3 +279,7 @@ def test_html_report_renders_in_a_headless_browser(tmp_path):
     r, g, b = pixels[:, 0].astype(int), pixels[:, 1].astype(int), pixels[:, 2].astype(int)
     saturated = (np.maximum(np.maximum(r, g), b) - np.minimum(np.minimum(r, g), b)) > 60
     assert saturated.mean() > 0.001, "no coloured pixels: the plots did not render"
+    # the new arm's palette colour is among them (its line and band in the plots)
+    pr, pg, pb = (int(PALETTE[0][i:i + 2], 16) for i in (1, 3, 5))
+    near = (abs(r - pr) < 12) & (abs(g - pg) < 12) & (abs(b - pb) < 12)
+    assert near.sum() > 50, "the fourth arm's colour is not drawn"

@@ -1,4 +1,5 @@
-"""``cooper experiment hacking``: rule vs. fixed RM vs. Cooper (see :mod:`cooper.experiment`)."""
+"""``cooper experiment hacking``: rule vs. fixed RM vs. Cooper, per seed (see
+:mod:`cooper.experiment`)."""
 
 from __future__ import annotations
 
@@ -13,19 +14,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     kinds = p.add_subparsers(dest="experiment", metavar="EXPERIMENT", required=True)
     h = kinds.add_parser(
         "hacking", help="reward hacking: rule vs. fixed reward model vs. Cooper",
-        description="Train the same initial policy three times with the same seed, data, initial "
-                    "reward model and step budget, paid by the verifier (rule), a frozen reward "
-                    "model (rm) or the reward model updated online (cooper). Arms run one after "
-                    "another; a rerun with the same settings skips what is complete and resumes "
-                    "an interrupted arm from its last checkpoint. Then `cooper report OUT`.",
+        description="Train the same initial policy once per arm with the same seed, data, "
+                    "initial reward model and step budget; the preset declares the arms, each a "
+                    "set of `cooper train` settings (e.g. paid by the verifier, a frozen reward "
+                    "model or the reward model updated online). Every arm runs once per seed, "
+                    "each seed with its own setup, in OUT/seed-S. A rerun with the same settings "
+                    "skips what is complete and resumes an interrupted arm from its last "
+                    "checkpoint (it may add seeds). Then `cooper report OUT`.",
         epilog="example: cooper experiment hacking --preset hacking_cpu --out runs/hacking "
-               "&& cooper report runs/hacking")
+               "--seeds 0,1,2 --jobs 2 && cooper report runs/hacking")
     h.add_argument("--preset", required=True,
                    help=f"experiment preset ({', '.join(list_experiment_presets())}) or a YAML file")
     h.add_argument("--out", required=True, help="experiment folder (created; reused on rerun)")
     h.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
-                   help="settings to change, e.g. train.max_steps=50 arms=rm,cooper "
-                        "setup.reward_model=DIR")
+                   help="settings to change, e.g. train.max_steps=50 setup.reward_model=DIR; "
+                        "arms=rm,cooper runs only those of the preset's arms")
+    h.add_argument("--seeds", default=None, metavar="S,S,...",
+                   help="run every arm once per seed, e.g. 0,1,2 (the setting `seeds`; default: "
+                        "train.seed alone)")
+    h.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="stages (a seed's setup, an arm's run) at once, each in its own process "
+                        "with cores/N torch threads (default 1: one after another, here)")
     h.add_argument("--print-config", action="store_true",
                    help="print the resolved settings as YAML and exit")
     h.add_argument("--no-report", action="store_true",
@@ -39,14 +48,17 @@ def _hacking(args: argparse.Namespace) -> int:
     from cooper.config.experiment import load_experiment
     from cooper.experiment.hacking import run_experiment
 
-    exp = load_experiment(args.preset, args.overrides)
+    overrides = [*args.overrides, *([f"seeds={args.seeds}"] if args.seeds is not None else [])]
+    exp = load_experiment(args.preset, overrides)
     if args.print_config:
         print(yaml.safe_dump(exp.to_dict(), sort_keys=False), end="")
         return 0
-    results = run_experiment(exp, args.out)
-    for arm, r in results.items():
-        print(f"{arm:>7}: {r['train']['steps']} steps, final average accuracy "
-              f"{r['final_eval']['average']:.3f}")
+    results = run_experiment(exp, args.out, jobs=args.jobs)
+    width = max(len(a) for a in exp.arm_list)
+    for seed, arms in results.items():
+        for arm, r in arms.items():
+            print(f"seed {seed} {arm:>{width}}: {r['train']['steps']} steps, final average "
+                  f"accuracy {r['final_eval']['average']:.3f}")
     if not args.no_report:
         from cooper.experiment.report import build_report
 

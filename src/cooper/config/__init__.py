@@ -6,7 +6,8 @@ applies settings to any settings dataclass (unknown keys and bad values stop wit
 :mod:`.train` is ``cooper train``'s family (policy, data, rollout, reward, rm_update, assistant,
 validation); :mod:`.rm` is ``cooper rm train``'s (offline BCE training of the reward model);
 :mod:`.data_mix` is ``cooper data build``'s (the kinds of completion and their weights);
-:mod:`.experiment` is ``cooper experiment hacking``'s (its arms share a ``train`` section). The
+:mod:`.experiment` is ``cooper experiment hacking``'s (its arms, :mod:`.arms`, are named sets of
+``cooper train`` settings on top of a shared ``train`` section). The
 presets shipped with cooper-rl live in ``config/presets``.
 """
 

@@ -17,6 +17,7 @@ import difflib
 import inspect
 import types
 import typing
+from collections.abc import Iterable, Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -107,19 +108,47 @@ def get_key(cfg: Any, dotted: str) -> Any:
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
     """['a.b=1', 'c=x'] -> {'a': {'b': '1'}, 'c': 'x'} (values typed later, by field)."""
-    tree: dict[str, Any] = {}
+    pairs = []
     for item in items:
         if "=" not in item:
             raise ConfigError(f"override '{item}' must look like section.key=value")
         key, value = item.split("=", 1)
-        parts = key.strip().split(".")
+        pairs.append((key, value))
+    return nest(pairs)
+
+
+def nest(items: Mapping[str, Any] | Iterable[tuple[str, Any]],
+         into: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Dotted keys (``'a.b': 1``) and nested mappings (``{'a': {'b': 1}}``), mixed as the user
+    likes, as one nested mapping for :func:`apply_settings`; values are kept as given. A later
+    key wins over an earlier one."""
+    tree: dict[str, Any] = {} if into is None else into
+    for key, value in (items.items() if isinstance(items, Mapping) else items):
+        parts = str(key).strip().split(".")
         node = tree
         for part in parts[:-1]:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise ConfigError(f"'{key}' sets a key inside a value")
-        node[parts[-1]] = value
+        if isinstance(value, Mapping):
+            sub = node.setdefault(parts[-1], {})
+            if not isinstance(sub, dict):
+                raise ConfigError(f"'{key}' is given both a value and keys")
+            nest(value, into=sub)
+        else:
+            node[parts[-1]] = value
     return tree
+
+
+def flat_keys(tree: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """The dotted names of a nested mapping's values: {'a': {'b': 1}, 'c': 2} -> ['a.b', 'c']."""
+    out: list[str] = []
+    for key, value in tree.items():
+        if isinstance(value, Mapping):
+            out += flat_keys(value, f"{prefix}{key}.")
+        else:
+            out.append(f"{prefix}{key}")
+    return out
 
 
 def read_settings_file(path: Path) -> dict[str, Any]:

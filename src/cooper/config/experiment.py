@@ -1,9 +1,10 @@
 """Settings of ``cooper experiment hacking``: one dataclass per section, a docstring per field.
 
-An experiment trains the same initial policy once per *arm* (``rule``, ``rm``, ``cooper``;
-:mod:`cooper.experiment.hacking`). Its settings are the arms, how the shared starting point is
-built (``setup``, ``rm_init``, ``probe``), how the policies are scored at the end
-(``final_eval``), and the ``cooper train`` settings every arm shares (``train``, a
+An experiment trains the same initial policy once per *arm* and seed
+(:mod:`cooper.experiment.hacking`). Its settings are the arms (named sets of ``cooper train``
+settings, :mod:`cooper.config.arms`), the seeds, how the shared starting point is built
+(``setup``, ``rm_init``, ``probe``), how the policies are scored at the end (``final_eval``), and
+the ``cooper train`` settings every arm shares (``train``, a
 :class:`~cooper.config.train.TrainConfig`). A preset in ``config/presets/experiments`` lists
 only what differs from the defaults below; ``key=value`` overrides come after it.
 """
@@ -16,6 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cooper.config.arms import (
+    LABEL,
+    arm_train_config,
+    declare_arms,
+    mode_arms,
+    select_arms,
+)
 from cooper.config.engine import (
     ConfigError,
     apply_settings,
@@ -23,10 +31,10 @@ from cooper.config.engine import (
     preset_dir,
     read_settings_file,
 )
-from cooper.config.train import TrainConfig, load_config
+from cooper.config.train import MODES, TrainConfig, load_config
 from cooper.infra.protocol import PAPER_TEMPERATURE, PAPER_TOP_P
 
-ARMS = ("rule", "rm", "cooper")
+ARMS = MODES  # the arms of the string form `rule,rm,cooper`, one per reward mode
 
 
 @dataclass
@@ -91,8 +99,10 @@ class FinalEvalConfig:
 
 @dataclass
 class ExperimentConfig:
-    arms: str = ",".join(ARMS)
-    """comma-separated arms to run, in order: rule, rm, cooper"""
+    arms: dict[str, dict[str, Any]] = field(default_factory=lambda: mode_arms(ARMS))
+    """the arms, in order: NAME -> `cooper train` settings applied on top of train (dotted or nested keys, and an optional label); the string 'rule,rm,cooper' means one arm per reward mode; the override arms=NAME,NAME selects declared arms"""
+    seeds: str | None = None
+    """comma-separated seeds; every arm runs once per seed, each seed with its own setup (None: train.seed alone)"""
     train_preset: str | None = None
     """`cooper train` preset the arms start from (the train section overrides it)"""
     setup: SetupConfig = field(default_factory=SetupConfig)
@@ -103,7 +113,26 @@ class ExperimentConfig:
 
     @property
     def arm_list(self) -> list[str]:
-        return [a.strip() for a in self.arms.split(",") if a.strip()]
+        return list(self.arms)
+
+    @property
+    def seed_list(self) -> list[int]:
+        """The seeds to run, in order (``train.seed`` when ``seeds`` is not set)."""
+        return parse_seeds(self.seeds) if self.seeds is not None else [self.train.seed]
+
+    def arm_train(self, arm: str) -> TrainConfig:
+        """The arm's ``cooper train`` settings (before the runner fills in the setup's paths)."""
+        return arm_train_config(self.train, arm, self.arms[arm])
+
+    def arm_label(self, arm: str) -> str | None:
+        """The arm's display name when its settings give one (``label``)."""
+        return self.arms[arm].get(LABEL)
+
+    def for_seed(self, seed: int) -> ExperimentConfig:
+        """A copy whose ``train.seed`` (the runs' and the setup's seed) is ``seed``."""
+        exp = copy.deepcopy(self)
+        exp.train.seed = seed
+        return exp
 
     def benchmark_list(self) -> list[tuple[str, str | None]]:
         out = []
@@ -114,10 +143,9 @@ class ExperimentConfig:
         return out
 
     def validate(self) -> ExperimentConfig:
-        arms = self.arm_list
-        bad = [a for a in arms if a not in ARMS]
-        if bad or not arms or len(set(arms)) != len(arms):
-            raise ConfigError(f"arms={self.arms!r}: list each of {', '.join(ARMS)} at most once")
+        self.arms = declare_arms(self.arms)  # checks each arm (a no-op on checked arms)
+        if self.seeds is not None:
+            parse_seeds(self.seeds)
         if not self.setup.reward_model:
             raise ConfigError("setup.reward_model is required (every arm gets the same initial "
                               "reward model): set setup.reward_model=DIR to a trained VerifyRM")
@@ -133,18 +161,40 @@ class ExperimentConfig:
             raise ConfigError(f"final_eval.backend={self.final_eval.backend!r} is not one of: hf, vllm")
         if not self.benchmark_list():
             raise ConfigError("final_eval.benchmarks is empty; name at least one DATASET[:SPLIT]")
-        v = self.train.validation
-        if not (v.enabled and v.every_steps > 0):
-            raise ConfigError("the experiment's curves need periodic validation: set "
-                              "train.validation.enabled=true and train.validation.every_steps=K")
-        for arm in arms:  # each arm's settings as the runner will see them
-            t = copy.deepcopy(self.train)
-            t.reward.mode, t.reward.model = arm, self.setup.reward_model
-            t.validate()
+        for arm in self.arm_list:  # each arm's settings as the runner will see them
+            t = self.arm_train(arm)
+            where = "train" if arm_sets(self.arms[arm], "validation.") is None else f"arms.{arm}"
+            v = t.validation
+            if not (v.enabled and v.every_steps > 0):
+                raise ConfigError(f"the experiment's curves need periodic validation (arm "
+                                  f"'{arm}'): set {where}.validation.enabled=true and "
+                                  f"{where}.validation.every_steps=K")
+            t.reward.model = self.setup.reward_model
+            try:
+                t.validate()
+            except ConfigError as e:
+                raise ConfigError(f"arm '{arm}': {e}") from None
         return self
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def parse_seeds(text: str) -> list[int]:
+    """'0,1,2' -> [0, 1, 2]; a clear error for anything else."""
+    try:
+        seeds = [int(s) for s in str(text).split(",") if s.strip()]
+    except ValueError:
+        seeds = []
+    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise ConfigError(f"seeds={text!r}: list distinct integers >= 0 separated by commas, "
+                          "e.g. seeds=0,1,2")
+    return seeds
+
+
+def arm_sets(settings: dict[str, Any], prefix: str) -> str | None:
+    """The first key of an arm's settings under ``prefix`` (None: the arm leaves them shared)."""
+    return next((k for k in settings if k.startswith(prefix)), None)
 
 
 def experiment_dir() -> Path:
@@ -157,7 +207,8 @@ def list_experiment_presets() -> list[str]:
 
 def load_experiment(preset: str, overrides: list[str] | None = None) -> ExperimentConfig:
     """The preset (a name in ``config/presets/experiments`` or a YAML path), then ``key=value``
-    overrides (``train.max_steps=10``, ``setup.policy=DIR``, ``arms=rm,cooper``)."""
+    overrides (``train.max_steps=10``, ``setup.policy=DIR``, ``seeds=0,1``; ``arms=rm,cooper``
+    selects declared arms)."""
     path = Path(preset).expanduser()
     if path.suffix not in (".yaml", ".yml"):
         path = experiment_dir() / f"{preset}.yaml"
@@ -167,7 +218,12 @@ def load_experiment(preset: str, overrides: list[str] | None = None) -> Experime
     data = read_settings_file(path)
     tree = parse_overrides(overrides or [])
     train_data, train_over = data.pop("train", None) or {}, tree.pop("train", None) or {}
+    declared, selection = data.pop("arms", None), tree.pop("arms", None)
     exp = ExperimentConfig()
+    if declared is not None:
+        exp.arms = declare_arms(declared)
+    if selection is not None:
+        exp.arms = select_arms(exp.arms, selection)
     apply_settings(exp, data)
     apply_settings(exp, tree)
     exp.train = load_config(exp.train_preset)  # the arms' base, then the preset's diffs

@@ -1,13 +1,14 @@
 """Experiments: several ``cooper train`` runs compared side by side, and the laptop demo.
 
-Takes an experiment preset (:class:`cooper.config.experiment.ExperimentConfig`); builds what
-every arm starts from (:mod:`.setup`: initial policy and reward model, probe set, the initial
-scores), trains the same policy once per arm, paid by the verifier, a frozen reward model or
-Cooper's online-updated one (:mod:`.hacking`), scores every policy on the benchmarks
-(:mod:`.final_eval`), each stage resumable; hands on an experiment folder that
-:func:`build_report` turns into tables and plots (:mod:`.report`, :mod:`.plots`). The CPU
-testbed's tiny models are built by :mod:`.testbed`; ``cooper demo`` runs the whole pipeline on
-the embedded model (:mod:`.demo`).
+Takes an experiment preset (:class:`cooper.config.experiment.ExperimentConfig`); per seed,
+builds what every arm starts from (:mod:`.setup`: initial policy and reward model, probe set, the
+initial scores), trains the same policy once per arm, paid by the verifier, a frozen reward model
+or Cooper's online-updated one (:mod:`.hacking`), scores every policy on the benchmarks
+(:mod:`.final_eval`), each stage resumable and run here or in up to N worker processes
+(:mod:`.jobs`); hands on an experiment folder (:mod:`.layout`) that :func:`build_report` turns
+into a verdict, tables and plots over seeds (:mod:`.report`, :mod:`.verdict`, :mod:`.figures`,
+:mod:`.plots`). The CPU testbed's tiny models are built by :mod:`.testbed`; ``cooper demo`` runs
+the whole pipeline on the embedded model (:mod:`.demo`).
 """
 
 import importlib

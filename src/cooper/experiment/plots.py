@@ -1,37 +1,41 @@
 """The curves of a reward-hacking experiment report: one PNG per per-step metric, arms overlaid.
 
-Per-step curves are noisy (a step sees a handful of prompts), so each is drawn raw and thin with
-a trailing moving average on top (window: a tenth of the points, :func:`window_for`); the same
-smoothing gives the report's "peak" figures (:mod:`cooper.experiment.report`). matplotlib is
-imported only when a plot is drawn, with the file-only Agg backend (no display needed).
+Each arm is drawn as the mean over its seeds with a shaded band from the lowest to the highest
+seed (:func:`cooper.experiment.figures.band`); with one seed the band is empty and the line is
+that seed's. Per-step curves are noisy (a step sees a handful of prompts), so they are drawn raw
+and thin with a trailing moving average on top (window: a tenth of the points), the band
+spanning the seeds' smoothed curves. The three arms of the paper keep their names and colours;
+any other arm gets its ``label`` (or its name) and the next colour of :data:`PALETTE`.
+matplotlib is imported only when a plot is drawn, with the file-only Agg backend (no display).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from cooper.experiment.report import Arm
+from cooper.experiment.figures import Arm, band, moving_average, window_for
+
+__all__ = ["ARM_COLORS", "ARM_LABELS", "PALETTE", "arm_colors", "arm_label", "make_plots",
+           "moving_average", "window_for"]
 
 ARM_LABELS = {"rule": "rule (verifier)", "rm": "fixed RM", "cooper": "Cooper"}
 ARM_COLORS = {"rule": "#4c72b0", "rm": "#c44e52", "cooper": "#55a868"}
+PALETTE = ("#8172b3", "#dd8452", "#937860", "#da8bc3", "#64b5cd", "#ccb974", "#8c8c8c",
+           "#17becf", "#bcbd22", "#7f7f7f")
+"""colours of other arms, in order (distinct from the three above and from each other)"""
 
 
-def moving_average(values: list[float], window: int) -> list[float]:
-    """Trailing mean over up to ``window`` values (the first points average what exists)."""
-    out, total = [], 0.0
-    for i, v in enumerate(values):
-        total += v
-        if i >= window:
-            total -= values[i - window]
-        out.append(total / min(i + 1, window))
+def arm_label(name: str, label: str | None = None) -> str:
+    """An arm's display name: its ``label`` setting, the paper arm's name, or its own name."""
+    return label or ARM_LABELS.get(name, name)
+
+
+def arm_colors(names: list[str]) -> dict[str, str]:
+    """A colour per arm: the paper arms' own, then the palette in order (cycling past ten)."""
+    out = {n: ARM_COLORS[n] for n in names if n in ARM_COLORS}
+    others = [n for n in names if n not in ARM_COLORS]
+    out.update({n: PALETTE[i % len(PALETTE)] for i, n in enumerate(others)})
     return out
-
-
-def window_for(n: int) -> int:
-    """The moving-average window for ``n`` points: a tenth of them, at least one."""
-    return max(1, n // 10)
 
 
 def _plot(arms: list[Arm], key_of, title: str, ylabel: str, path: Path, *,
@@ -41,25 +45,30 @@ def _plot(arms: list[Arm], key_of, title: str, ylabel: str, path: Path, *,
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    colors = arm_colors([a.name for a in arms])
     fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
     drawn = False
     for arm in arms:
-        color = ARM_COLORS.get(arm.name, None)
-        steps, vals = arm.series(key_of(arm))
-        if steps:
-            drawn = True
-            if smooth and len(vals) > 3:
-                ax.plot(steps, vals, color=color, alpha=0.25, linewidth=0.8)
-                ax.plot(steps, moving_average(vals, window_for(len(vals))), color=color,
-                        linewidth=2, label=ARM_LABELS.get(arm.name, arm.name))
-            else:
-                ax.plot(steps, vals, color=color, marker="o", markersize=3, linewidth=2,
-                        label=ARM_LABELS.get(arm.name, arm.name))
+        color = colors[arm.name]
+        key = key_of(arm)
+        steps, raw, _, _ = band(arm.runs, key, smooth=False)
+        if not steps:
+            continue
+        drawn = True
+        if smooth and len(steps) > 3:
+            ax.plot(steps, raw, color=color, alpha=0.25, linewidth=0.8)
+            steps, mean, lo, hi = band(arm.runs, key, smooth=True)
+            ax.fill_between(steps, lo, hi, color=color, alpha=0.15, linewidth=0)
+            ax.plot(steps, mean, color=color, linewidth=2, label=arm.label)
+        else:
+            steps, mean, lo, hi = band(arm.runs, key, smooth=False)
+            ax.fill_between(steps, lo, hi, color=color, alpha=0.15, linewidth=0)
+            ax.plot(steps, mean, color=color, marker="o", markersize=3, linewidth=2,
+                    label=arm.label)
         if dashed_key is not None:
-            steps, vals = arm.series(dashed_key)
+            steps, mean, _, _ = band(arm.runs, dashed_key, smooth=True)
             if steps:
-                ax.plot(steps, moving_average(vals, window_for(len(vals))), color=color,
-                        linestyle="--", linewidth=1.2)
+                ax.plot(steps, mean, color=color, linestyle="--", linewidth=1.2)
     if hline is not None:
         ax.axhline(hline, color="grey", linewidth=0.8)
     if not drawn:
@@ -98,4 +107,7 @@ def make_plots(arms: list[Arm], folder: Path) -> list[Path]:
         _plot(arms, lambda a: "val/rm_probe_accuracy",
               "Reward model accuracy on the fixed labelled probe", "accuracy",
               folder / "rm_probe.png", smooth=False, ylim=(0, 1)),
+        _plot(arms, lambda a: "val/rm_probe_auroc",
+              "Reward model AUROC on the fixed labelled probe", "AUROC",
+              folder / "rm_probe_auroc.png", smooth=False, ylim=(0, 1), hline=0.5),
     ]

@@ -1,23 +1,21 @@
 """The report of a reward-hacking experiment: PNG plots, ``report.md`` and ``report.html``.
 
-Reads an experiment folder written by :mod:`cooper.experiment.hacking` (complete or not: an
-arm that has not run yet is listed as such) and writes, into ``DIR/report``:
+Reads an experiment folder written by :mod:`cooper.experiment.hacking` (complete or not: a run
+that has not finished is listed as such; the first round's single-seed folders too,
+:mod:`cooper.experiment.layout`) and writes, into ``DIR/report``:
 
-- ``heldout_accuracy.png``: held-out verified accuracy (``val/accuracy``) against step, per arm;
-- ``training_reward.png``: the reward each arm optimises (the verifier in ``rule``, the reward
-  model otherwise) against step, with the verified accuracy of the same rollouts dashed;
-- ``hacking_gap.png``: ``hacking/gap`` (reward-model mean minus verifier mean) against step;
-- ``hacking_top_wrong.png``, ``rm_group_auroc.png``: the calibration-free hacking signals
-  (``hacking/top_wrong``, ``rm/group_auroc``) against step;
-- ``rm_probe.png``: the reward model's accuracy on the fixed labelled probe against step;
+- the plots of :mod:`cooper.experiment.plots` (held-out accuracy, training reward, hacking gap,
+  top-wrong, the reward model's group AUROC, its probe accuracy and AUROC), each arm as the mean
+  over seeds with a min-max band;
 - ``report.md`` (images beside it) and ``report.html`` (images embedded as base64, so the one
-  file works offline): the final table (arms x benchmarks + average, the initial policy as the
-  "no RL" row), the hacking figures, the settings, software versions and run time.
+  file works offline). They lead with the verdict (:mod:`cooper.experiment.verdict`: per arm,
+  hacked or not, final accuracy against the rule arm, probe AUROC first and last), then the
+  final table (arms x benchmarks + average, the initial policy as the "no RL" row), the hacking
+  figures, the curves, the arms' settings, the configuration, run time, and an appendix with
+  every seed's figures and the software versions.
 
-The plots are drawn by :mod:`cooper.experiment.plots` (raw and thin, with a moving average on
-top: per-step curves are noisy); this module reads the folder and renders the tables, markdown
-and HTML. Every number in the tables is computed from the raw records, with its definition
-written next to it.
+Every figure over seeds is the mean and the range (min to max); every number is computed from
+the raw records (:mod:`cooper.experiment.figures`) with its definition written next to it.
 """
 
 from __future__ import annotations
@@ -33,8 +31,13 @@ from typing import Any
 import yaml
 
 from cooper.errors import UserError
-from cooper.experiment.plots import ARM_LABELS, make_plots, moving_average, window_for
+from cooper.experiment.figures import Arm, Run, hacking_figures, spread
+from cooper.experiment.layout import SETTINGS_FILE, STATUS_FILE, arm_dir, seed_folders, setup_dir
+from cooper.experiment.plots import arm_label, make_plots
+from cooper.experiment.verdict import fmt, seed_verdict, verdict_sentences, verdict_table
 from cooper.infra.files import read_json
+
+NOT_RUN = "not run yet"
 
 
 @dataclass(frozen=True)
@@ -47,32 +50,7 @@ class ReportPaths:
     plots: list[Path]
 
 
-@dataclass
-class Arm:
-    """One arm's records as its folder holds them (an arm not run yet has none)."""
-
-    name: str
-    """rule, rm or cooper"""
-    rows: list[dict[str, float]]
-    """the per-step records of metrics.jsonl"""
-    final: dict[str, Any] | None
-    """final_eval.json: the final policy's benchmark scores"""
-    trained: dict[str, Any] | None
-    """trained.json: steps and training time"""
-
-    def series(self, key: str) -> tuple[list[int], list[float]]:
-        pts = [(int(r["step"]), float(r[key])) for r in self.rows
-               if key in r and isinstance(r[key], int | float) and math.isfinite(r[key])]
-        return [s for s, _ in pts], [v for _, v in pts]
-
-    @property
-    def reward_key(self) -> str:
-        return "reward/rule_mean" if self.name == "rule" else "reward/rm_mean"
-
-    @property
-    def train_rows(self) -> list[dict[str, float]]:
-        return [r for r in self.rows if r.get("step", 0) >= 1 and "reward/rule_mean" in r]
-
+# ------------------------------------------------------------------ reading the folder
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
@@ -80,55 +58,26 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
 
 
-def load_arms(folder: Path, names: list[str]) -> list[Arm]:
-    return [Arm(n, _read_jsonl(folder / "arms" / n / "metrics.jsonl"),
-                read_json(folder / "arms" / n / "final_eval.json"),
-                read_json(folder / "arms" / n / "trained.json")) for n in names]
+def arm_specs(settings: dict[str, Any]) -> list[tuple[str, str | None, str, dict[str, Any]]]:
+    """(name, label, reward mode, own settings) of each arm that ``experiment.yaml`` lists: the
+    mapping form, or the first round's string of modes."""
+    arms, shared_mode = settings["arms"], settings["train"]["reward"]["mode"]
+    if isinstance(arms, str):
+        return [(n, None, n, {"reward.mode": n}) for n in (a.strip() for a in arms.split(","))
+                if n]
+    return [(name, s.get("label"), s.get("reward.mode", shared_mode), s)
+            for name, s in arms.items()]
 
 
-# ------------------------------------------------------------------ figures (pure functions)
-
-def tail_mean(values: list[float], fraction: float = 0.1) -> float:
-    """Mean of the last ``fraction`` of the values (at least one)."""
-    if not values:
-        return math.nan
-    k = max(1, math.ceil(len(values) * fraction))
-    return sum(values[-k:]) / k
-
-
-def second_half_mean(values: list[float]) -> float:
-    if not values:
-        return math.nan
-    half = values[len(values) // 2:]
-    return sum(half) / len(half)
-
-
-def hacking_figures(arm: Arm) -> dict[str, float]:
-    """The numbers the issue's acceptance criteria speak of, from the raw per-step records."""
-    _, gap = arm.series("hacking/gap")
-    _, ver = arm.series("reward/rule_mean")
-    _, rew = arm.series(arm.reward_key)
-    _, val = arm.series("val/accuracy")
-    _, probe = arm.series("val/rm_probe_accuracy")
-    _, agree = arm.series("rm/agreement")
-    smooth = moving_average(ver, window_for(len(ver))) if ver else []
-    peak = max(smooth) if smooth else math.nan
-    final_ver = tail_mean(ver)
-    return {
-        "steps": len(arm.train_rows),
-        "final_reward": tail_mean(rew),
-        "final_gap": tail_mean(gap),
-        "second_half_gap": second_half_mean(gap),
-        "peak_verified": peak,
-        "final_verified": final_ver,
-        "verified_drop": (peak - final_ver) / peak if peak and peak > 0 else math.nan,
-        "final_agreement": tail_mean(agree),
-        "val_first": val[0] if val else math.nan,
-        "val_peak": max(val) if val else math.nan,
-        "val_final": val[-1] if val else math.nan,
-        "probe_first": probe[0] if probe else math.nan,
-        "probe_last": probe[-1] if probe else math.nan,
-    }
+def load_arms(settings: dict[str, Any], seeds: list[tuple[int, Path]]) -> list[Arm]:
+    """Each arm with one run per seed, read from the seed folders."""
+    out = []
+    for name, label, mode, _ in arm_specs(settings):
+        runs = [Run(name, seed, mode, _read_jsonl(arm_dir(f, name) / "metrics.jsonl"),
+                    read_json(arm_dir(f, name) / "final_eval.json"),
+                    read_json(arm_dir(f, name) / "trained.json")) for seed, f in seeds]
+        out.append(Arm(name, arm_label(name, label), mode, runs))
+    return out
 
 
 # ------------------------------------------------------------------ tables
@@ -137,59 +86,274 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None or not math.isfinite(x) else f"{100 * x:.2f}"
 
 
-def _num(x: float | None) -> str:
-    return "n/a" if x is None or not math.isfinite(x) else f"{round(x, 3) + 0.0:.3f}"  # no -0.000
-
-
-def final_table(initial: dict | None, arms: list[Arm]) -> list[list[str]]:
-    """Rows: the initial policy and each arm; columns: benchmarks + average (accuracy %)."""
-    evals = [("no RL (initial policy)", initial)] + [
-        (ARM_LABELS.get(a.name, a.name), a.final) for a in arms]
+def final_table(setups: list[dict | None], arms: list[Arm]) -> list[list[str]]:
+    """Rows: the initial policy and each arm; columns: benchmarks + average (accuracy %, the
+    mean over seeds and its range)."""
+    evals = [("no RL (initial policy)", [(s or {}).get("initial_eval") for s in setups])]
+    evals += [(a.label, [r.final for r in a.runs]) for a in arms]
     names: list[str] = []
-    for _, e in evals:
-        for b in (e or {}).get("benchmarks", {}):
-            if b not in names:
-                names.append(b)
+    for _, per_seed in evals:
+        for e in per_seed:
+            names += [b for b in (e or {}).get("benchmarks", {}) if b not in names]
     rows = [["policy", *names, "average"]]
-    for label, e in evals:
-        if e is None:
-            rows.append([label, *["not run yet"] * len(names), "not run yet"])
+    for label, per_seed in evals:
+        done = [e for e in per_seed if e]
+        if not done:
+            rows.append([label, *[NOT_RUN] * (len(names) + 1)])
             continue
-        b = e["benchmarks"]
-        rows.append([label, *[_pct(b[n]["accuracy"]) if n in b else "n/a" for n in names],
-                     _pct(e["average"])])
+        cells = [fmt(spread([e["benchmarks"][n]["accuracy"] for e in done
+                             if n in e["benchmarks"]]), 2, 100) for n in names]
+        rows.append([label, *cells, fmt(spread([e["average"] for e in done]), 2, 100)])
     return rows
 
 
+def _count(x: float) -> str:
+    return fmt(spread([x]), 0)
+
+
 FIGURE_ROWS = [
-    ("steps", "optimiser steps logged", lambda v: str(int(v))),
-    ("final_reward", "training reward, mean of the last 10% of steps", _num),
-    ("final_verified", "verified accuracy of the rollouts (reward/rule_mean), last 10% of steps", _num),
-    ("peak_verified", "peak of the moving average of that accuracy (window: 10% of the steps)", _num),
-    ("verified_drop", "relative drop from that peak to the final value", _num),
-    ("final_gap", "hacking/gap, mean of the last 10% of steps", _num),
-    ("second_half_gap", "hacking/gap, mean over the second half of the steps", _num),
-    ("final_agreement", "rm/agreement with the verifier, last 10% of steps", _num),
-    ("val_first", "held-out accuracy before training", _num),
-    ("val_peak", "best held-out accuracy", _num),
-    ("val_final", "held-out accuracy after the last step", _num),
-    ("probe_first", "reward model's probe accuracy, first validation", _num),
-    ("probe_last", "reward model's probe accuracy, last validation", _num),
+    ("steps", "optimiser steps logged"),
+    ("final_reward", "training reward, mean of the last 10% of steps"),
+    ("final_verified", "verified accuracy of the rollouts (reward/rule_mean), last 10% of steps"),
+    ("peak_verified", "peak of the moving average of that accuracy (window: 10% of the steps)"),
+    ("verified_drop", "relative drop from that peak to the final value"),
+    ("final_top_wrong", "hacking/top_wrong, mean of the last 10% of steps"),
+    ("second_half_top_wrong", "hacking/top_wrong, mean over the second half of the steps"),
+    ("final_gap", "hacking/gap, mean of the last 10% of steps"),
+    ("second_half_gap", "hacking/gap, mean over the second half of the steps"),
+    ("final_group_auroc", "rm/group_auroc, mean of the last 10% of steps"),
+    ("final_agreement", "rm/agreement with the verifier, last 10% of steps"),
+    ("val_first", "held-out accuracy before training"),
+    ("val_peak", "best held-out accuracy"),
+    ("val_final", "held-out accuracy after the last step"),
+    ("probe_first", "reward model's probe accuracy, first validation"),
+    ("probe_last", "reward model's probe accuracy, last validation"),
+    ("probe_auroc_first", "reward model's probe AUROC, first validation"),
+    ("probe_auroc_last", "reward model's probe AUROC, last validation"),
 ]
 
 
 def figures_table(arms: list[Arm]) -> list[list[str]]:
-    figs = [hacking_figures(a) if a.train_rows else None for a in arms]
-    rows = [["figure", *[ARM_LABELS.get(a.name, a.name) for a in arms], "definition"]]
-    for key, definition, fmt in FIGURE_ROWS:
-        rows.append([key, *[fmt(f[key]) if f else "not run yet" for f in figs], definition])
+    """Each figure per arm: the mean over the seeds that logged it, and its range."""
+    rows = [["figure", *[a.label for a in arms], "definition"]]
+    figs = [[hacking_figures(r) for r in a.runs if r.train_rows] for a in arms]
+    for key, definition in FIGURE_ROWS:
+        digits = 0 if key == "steps" else 3
+        rows.append([key, *[fmt(spread([f[key] for f in fs]), digits, of=len(a.runs)) if fs
+                            else NOT_RUN for a, fs in zip(arms, figs, strict=True)], definition])
     return rows
+
+
+SEED_COLUMNS = [("final_top_wrong", "top-wrong, final"), ("final_gap", "gap, final"),
+                ("second_half_top_wrong", "top-wrong, 2nd half"), ("second_half_gap", "gap, 2nd half"),
+                ("val_first", "held-out first"), ("val_peak", "held-out best"),
+                ("val_final", "held-out last"), ("probe_auroc_first", "probe AUROC first"),
+                ("probe_auroc_last", "probe AUROC last")]
+
+
+def seed_table(arms: list[Arm]) -> list[list[str]]:
+    """The appendix: one row per arm and seed, the figures the verdict is made of."""
+    rows = [["arm", "seed", "verdict", "steps", "final accuracy (%)",
+             *[title for _, title in SEED_COLUMNS]]]
+    for a in arms:
+        for r in a.runs:
+            f = hacking_figures(r)
+            rows.append([a.label, str(r.seed), seed_verdict(a.mode, f), _count(f["steps"]),
+                         _pct(f["final_accuracy"]) if r.final else NOT_RUN,
+                         *[fmt(spread([f[key]])) for key, _ in SEED_COLUMNS]])
+    return rows
+
+
+def arms_table(settings: dict[str, Any]) -> list[list[str]]:
+    rows = [["arm", "shown as", "settings on top of the shared train section"]]
+    for name, label, _, own in arm_specs(settings):
+        text = ", ".join(f"{k}={v}" for k, v in own.items() if k != "label") or "(none)"
+        rows.append([name, arm_label(name, label), text])
+    return rows
+
+
+def _duration(seconds: float) -> str:
+    m, s = divmod(int(round(seconds)), 60)
+    h, m = divmod(m, 60)
+    return f"{h} h {m:02d} min" if h else f"{m} min {s:02d} s"
+
+
+def _durations(values: list[float]) -> str:
+    s = spread(values)
+    if s is None:
+        return NOT_RUN
+    return _duration(s.mean) if s.n == 1 else (f"{_duration(s.mean)} per seed ({_duration(s.lo)} "
+                                               f"to {_duration(s.hi)})")
+
+
+def run_times(setups: list[dict | None], arms: list[Arm], status: dict) -> list[list[str]]:
+    rows = [["stage", "time"]]
+    done = [s["seconds"] for s in setups if s]
+    total = sum(done)
+    if done:
+        rows.append(["setup (initial models, probe, initial evaluation)", _durations(done)])
+    for a in arms:
+        trained = [r.trained for r in a.runs if r.trained]
+        if trained:
+            steps = max(t["steps"] for t in trained)
+            rows.append([f"{a.name}: training ({steps} steps)",
+                         _durations([t["seconds"] for t in trained])])
+        finals = [r.final["seconds"] for r in a.runs if r.final]
+        if finals:
+            rows.append([f"{a.name}: final evaluation", _durations(finals)])
+        total += sum(t["seconds"] for t in trained) + sum(finals)
+    rows.append(["total", _duration(total)])
+    walls = [s["seconds"] for s in status.get("sessions", []) if s.get("seconds")]
+    if walls:
+        rows.append(["wall clock of the sessions (stages may run in parallel: --jobs)",
+                     _duration(sum(walls))])
+    return rows
+
+
+def summary_table(settings: dict[str, Any], seeds: list[int],
+                  setups: list[dict | None]) -> list[list[str]]:
+    train, rm_init = settings["train"], settings["rm_init"]
+    rows = [
+        ["arms", ", ".join(name for name, *_ in arm_specs(settings))],
+        ["seeds", ", ".join(map(str, seeds))],
+        ["initial policy", settings["setup"]["policy"]],
+        ["initial reward model", f"{settings['setup']['reward_model']}"
+         + (f", BCE on {rm_init['triples']} perturbed {rm_init['dataset']} triples "
+            f"({rm_init['epochs']} epoch(s), lr {rm_init['lr']})" if rm_init["triples"] else "")],
+        ["training data", f"{train['data']['dataset']} ({train['data']['split']})"],
+        ["steps", f"{train['max_steps']} x {train['rollout']['prompts_per_step']} prompts x "
+                  f"{train['rollout']['samples_per_prompt']} samples"],
+        ["policy lr / KL", f"{train['policy']['lr']} / {train['policy']['kl_coef']}"],
+        ["reward-model update (shared; arms may change it)",
+         f"lr {train['rm_update']['lr']}, negatives {train['rm_update']['negatives']} "
+         f"(assistant: {train['assistant']['backend']}), loss {train['rm_update']['loss']}, "
+         f"{train['rm_update']['epochs']} epoch(s)"],
+        ["validation", f"{train['validation']['limit']} {train['validation']['dataset']} problems "
+                       f"x {train['validation']['samples']} every "
+                       f"{train['validation']['every_steps']} steps"],
+        ["probe", settings["probe"]["file"] or f"{settings['probe']['triples']} perturbed "
+                  f"{settings['probe']['dataset']} ({settings['probe']['split']}) triples"],
+    ]
+    done = [s for s in setups if s]
+    if any("rm_init" in s for s in done):
+        rows.append(["initial RM accuracy on its training triples",
+                     fmt(spread([s["rm_init"]["train_accuracy"] for s in done if "rm_init" in s]))])
+    if done:
+        rows.append(["initial RM accuracy on the probe",
+                     fmt(spread([s["probe_accuracy"] for s in done]))])
+    return [["setting", "value"], *rows]
+
+
+# ------------------------------------------------------------------ the report
+
+TITLE = "Reward hacking: rule vs. fixed reward model vs. Cooper"
+SETTINGS_NAME = f"{SETTINGS_FILE} in the experiment folder"
+CAPTIONS = {
+    "heldout_accuracy.png": "Held-out accuracy (verifier-scored, validation protocol) by step.",
+    "training_reward.png": "Solid: the reward each arm optimises. Dashed: the verified accuracy "
+                           "of the same rollouts. Hacking shows as solid rising while dashed "
+                           "falls.",
+    "hacking_gap.png": "hacking/gap = reward-model mean minus verifier mean on each step's "
+                       "rollouts (the rule arm's reward model is frozen and only watches).",
+    "hacking_top_wrong.png": "hacking/top_wrong: of the groups with a verified-correct rollout, "
+    "the fraction whose highest reward-model score went to a wrong one. GRPO uses only the "
+    "order within a group, so this is the hacking signal a calibration shift cannot hide.",
+    "rm_group_auroc.png": "rm/group_auroc: the reward model's AUROC against the verifier within "
+                          "each mixed group, averaged (0.5: chance).",
+    "rm_probe.png": "The reward model's accuracy on a fixed labelled probe set: does the online "
+                    "update make it forget? (frozen reward models: flat).",
+    "rm_probe_auroc.png": "The same probe, as AUROC (calibration-free; 0.5: chance).",
+}
+BAND = ("Each arm: the mean over its seeds (thick line; per-step curves smoothed with a moving "
+        "average over a tenth of the steps, the thin line unsmoothed) and the range from the "
+        "lowest to the highest seed (shaded).")
+
+
+def build_report(folder: str | Path, out: str | Path | None = None) -> ReportPaths:
+    """Write the plots, ``report.md`` and ``report.html``; returns where they went."""
+    folder = Path(folder)
+    settings_file = folder / SETTINGS_FILE
+    if not settings_file.is_file():
+        raise UserError(f"{folder} is not an experiment folder (no {SETTINGS_FILE}); run "
+                        "`cooper experiment hacking --preset NAME --out DIR` first")
+    settings = yaml.safe_load(settings_file.read_text())
+    status = read_json(folder / STATUS_FILE) or {}
+    seeds = seed_folders(folder, settings)
+    setups = [read_json(setup_dir(f) / "setup.json") for _, f in seeds]
+    arms = load_arms(settings, seeds)
+    report_dir = Path(out) if out else folder / "report"
+    report_dir.mkdir(parents=True, exist_ok=True)
+    plots = make_plots(arms, report_dir)
+
+    sentences = verdict_sentences(arms, [s for s, _ in seeds])
+    missing = [f"{r.name} (seed {r.seed})" for a in arms for r in a.runs if r.final is None]
+    missing += [f"setup (seed {s})" for (s, _), st in zip(seeds, setups, strict=True) if not st]
+    note = (f"Incomplete: {', '.join(missing)} not finished yet; rerun the experiment command "
+            "to continue it." if missing else "")
+    fe = settings["final_eval"]
+    versions = [["software", "version"]] + [[k, str(v)] for k, v in status.get("versions", {}).items()]
+    blocks: list[tuple] = [("h1", TITLE)]
+    if note:
+        blocks.append(("note", note))
+    blocks += [
+        ("h2", "Verdict"), ("p", sentences[0]), ("ul", sentences[1:]),
+        ("table", verdict_table(arms)),
+        ("h2", "Final accuracy (%)"),
+        ("p", f"Final policies on the held-out benchmarks (verifier-scored, {fe['samples']} "
+              f"samples per problem, T {fe['temperature']}, top-p {fe['top_p']}); over several "
+              "seeds: the mean (min to max)."),
+        ("table", final_table(setups, arms)),
+        ("h2", "Hacking figures"),
+        ("p", "From the raw per-step records (metrics.jsonl of each run); over several seeds: "
+              "the mean (min to max) of the seeds' figures."),
+        ("table", figures_table(arms)),
+        ("h2", "Curves"), ("p", BAND),
+        *[("figure", p, CAPTIONS.get(p.name, "")) for p in plots],
+        ("h2", "Arms"), ("table", arms_table(settings)),
+        ("h2", "Configuration"), ("p", f"Full settings: {SETTINGS_NAME}."),
+        ("table", summary_table(settings, [s for s, _ in seeds], setups)),
+        ("h2", "Run time"), ("table", run_times(setups, arms, status)),
+        ("h2", "Appendix: every seed"),
+        ("p", "One row per arm and seed: the figures the verdict is made of."),
+        ("table", seed_table(arms)),
+        ("h2", "Versions"), ("table", versions),
+    ]
+    md_path = report_dir / "report.md"
+    md_path.write_text(_markdown(blocks))
+    html_path = report_dir / "report.html"
+    html_path.write_text(_html(blocks))
+    return ReportPaths(report_dir, html_path, md_path, plots)
 
 
 def _md_table(rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
     lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
     return "\n".join(lines)
+
+
+def _markdown(blocks: list[tuple]) -> str:
+    parts = []
+    for kind, *body in blocks:
+        if kind in ("h1", "h2"):
+            parts.append(f"{'#' * int(kind[1])} {body[0]}\n")
+        elif kind == "note":
+            parts.append(f"**{body[0]}**\n")
+        elif kind == "p":
+            parts.append(body[0] + "\n")
+        elif kind == "ul":
+            parts.append("\n".join(f"- {x}" for x in body[0]) + "\n")
+        elif kind == "table":
+            parts.append(_md_table(body[0]) + "\n")
+        elif kind == "figure":
+            parts += [f"![{body[0].stem}]({body[0].name})\n", body[1] + "\n"]
+    return "\n".join(parts)
+
+
+CSS = """body{font-family:sans-serif;max-width:980px;margin:2em auto;padding:0 1em;color:#222;
+background:#fff}table{border-collapse:collapse;margin:.5em 0 1.5em;display:block;overflow-x:auto}
+th,td{border:1px solid #bbb;padding:.3em .6em;text-align:left}th{background:#eef2f7}
+img{max-width:100%;border:1px solid #ddd}.note{background:#fff3cd;padding:.5em 1em;
+border:1px solid #e0c97f}figcaption{color:#555;margin-bottom:1.5em}"""
 
 
 def _html_table(rows: list[list[str]]) -> str:
@@ -199,155 +363,24 @@ def _html_table(rows: list[list[str]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-# ------------------------------------------------------------------ the report
-
-def _duration(seconds: float) -> str:
-    m, s = divmod(int(round(seconds)), 60)
-    h, m = divmod(m, 60)
-    return f"{h} h {m:02d} min" if h else f"{m} min {s:02d} s"
-
-
-def run_times(setup: dict | None, arms: list[Arm]) -> list[list[str]]:
-    rows = [["stage", "time"]]
-    total = 0.0
-    if setup:
-        rows.append(["setup (initial models, probe, initial evaluation)", _duration(setup["seconds"])])
-        total += setup["seconds"]
-    for a in arms:
-        if a.trained:
-            rows.append([f"{a.name}: training ({a.trained['steps']} steps)",
-                         _duration(a.trained["seconds"])])
-            total += a.trained["seconds"]
-        if a.final:
-            rows.append([f"{a.name}: final evaluation", _duration(a.final["seconds"])])
-            total += a.final["seconds"]
-    rows.append(["total", _duration(total)])
-    return rows
-
-
-def build_report(folder: str | Path, out: str | Path | None = None) -> ReportPaths:
-    """Write the plots, ``report.md`` and ``report.html``; returns where they went."""
-    folder = Path(folder)
-    settings_file = folder / "experiment.yaml"
-    if not settings_file.is_file():
-        raise UserError(f"{folder} is not an experiment folder (no experiment.yaml); run "
-                        "`cooper experiment hacking --preset NAME --out DIR` first")
-    settings = yaml.safe_load(settings_file.read_text())
-    status = read_json(folder / "experiment.json") or {}
-    setup = read_json(folder / "setup" / "setup.json")
-    names = [a.strip() for a in settings["arms"].split(",") if a.strip()]
-    arms = load_arms(folder, names)
-    report_dir = Path(out) if out else folder / "report"
-    report_dir.mkdir(parents=True, exist_ok=True)
-    plots = make_plots(arms, report_dir)
-
-    table = final_table((setup or {}).get("initial_eval"), arms)
-    figures = figures_table(arms)
-    times = run_times(setup, arms)
-    vers = [["software", "version"]] + [[k, str(v)] for k, v in status.get("versions", {}).items()]
-    train = settings["train"]
-    summary = [
-        ["arms", settings["arms"]],
-        ["initial policy", settings["setup"]["policy"]],
-        ["initial reward model", f"{settings['setup']['reward_model']}"
-         + (f", BCE on {settings['rm_init']['triples']} perturbed {settings['rm_init']['dataset']} "
-            f"triples ({settings['rm_init']['epochs']} epoch(s), lr {settings['rm_init']['lr']})"
-            if settings["rm_init"]["triples"] else "")],
-        ["training data", f"{train['data']['dataset']} ({train['data']['split']})"],
-        ["steps", f"{train['max_steps']} x {train['rollout']['prompts_per_step']} prompts x "
-                  f"{train['rollout']['samples_per_prompt']} samples"],
-        ["policy lr / KL", f"{train['policy']['lr']} / {train['policy']['kl_coef']}"],
-        ["reward-model lr (cooper)", str(train["rm_update"]["lr"])],
-        ["negatives (cooper)", train["assistant"]["backend"]],
-        ["validation", f"{train['validation']['limit']} {train['validation']['dataset']} problems "
-                       f"x {train['validation']['samples']} every {train['validation']['every_steps']} steps"],
-        ["probe", settings["probe"]["file"] or f"{settings['probe']['triples']} perturbed "
-                  f"{settings['probe']['dataset']} ({settings['probe']['split']}) triples"],
-        ["seed", str(train["seed"])],
-    ]
-    if setup and "rm_init" in setup:
-        summary.append(["initial RM accuracy on its training triples",
-                        _num(setup["rm_init"]["train_accuracy"])])
-    if setup:
-        summary.append(["initial RM accuracy on the probe", _num(setup["probe_accuracy"])])
-    summary = [["setting", "value"]] + summary
-    missing = [a.name for a in arms if a.final is None]
-    note = (f"Incomplete: {', '.join(missing)} not finished yet; rerun the experiment command "
-            "to continue it." if missing else "")
-
-    captions = {
-        "heldout_accuracy.png": "Held-out accuracy (verifier-scored, validation protocol) by step.",
-        "training_reward.png": "Solid: the reward each arm optimises. Dashed: the verified "
-                               "accuracy of the same rollouts. Hacking shows as solid rising "
-                               "while dashed falls.",
-        "hacking_gap.png": "hacking/gap = reward-model mean minus verifier mean on each step's "
-                           "rollouts (the rule arm's reward model is frozen and only watches).",
-        "hacking_top_wrong.png": "hacking/top_wrong: of the groups with a verified-correct "
-        "rollout, the fraction whose highest reward-model score went to a wrong one. GRPO uses "
-        "only the order within a group, so this is the hacking signal a calibration shift "
-        "cannot hide.",
-        "rm_group_auroc.png": "rm/group_auroc: the reward model's AUROC against the verifier "
-        "within each mixed group, averaged (0.5: chance).",
-        "rm_probe.png": "The reward model on a fixed labelled probe set: does the online update "
-                        "make it forget? (rule and fixed-RM arms: frozen, flat).",
-    }
-    sections = [
-        ("Final accuracy (%)", table,
-         "Final policies on the held-out benchmarks (verifier-scored, "
-         f"{settings['final_eval']['samples']} samples per problem, T "
-         f"{settings['final_eval']['temperature']}, top-p {settings['final_eval']['top_p']})."),
-        ("Hacking figures", figures, "From the raw per-step records (metrics.jsonl of each arm)."),
-        ("Configuration", summary, f"Full settings: {SETTINGS_NAME}."),
-        ("Run time", times, ""),
-        ("Versions", vers, ""),
-    ]
-    md = _markdown(sections, plots, captions, note)
-    md_path = report_dir / "report.md"
-    md_path.write_text(md)
-    html_path = report_dir / "report.html"
-    html_path.write_text(_html(sections, plots, captions, note))
-    return ReportPaths(report_dir, html_path, md_path, plots)
-
-
-SETTINGS_NAME = "experiment.yaml in the experiment folder"
-TITLE = "Reward hacking: rule vs. fixed reward model vs. Cooper"
-
-
-def _markdown(sections, plots, captions, note) -> str:
-    parts = [f"# {TITLE}\n"]
-    if note:
-        parts.append(f"**{note}**\n")
-    for title, rows, text in sections[:2]:
-        parts += [f"## {title}\n", text + "\n" if text else "", _md_table(rows) + "\n"]
-    parts.append("## Curves\n")
-    for p in plots:
-        parts += [f"![{p.stem}]({p.name})\n", captions.get(p.name, "") + "\n"]
-    for title, rows, text in sections[2:]:
-        parts += [f"## {title}\n", text + "\n" if text else "", _md_table(rows) + "\n"]
-    return "\n".join(x for x in parts if x)
-
-
-CSS = """body{font-family:sans-serif;max-width:980px;margin:2em auto;padding:0 1em;color:#222;
-background:#fff}table{border-collapse:collapse;margin:.5em 0 1.5em}th,td{border:1px solid #bbb;
-padding:.3em .6em;text-align:left}th{background:#eef2f7}img{max-width:100%;border:1px solid #ddd}
-.note{background:#fff3cd;padding:.5em 1em;border:1px solid #e0c97f}figcaption{color:#555;
-margin-bottom:1.5em}"""
-
-
-def _html(sections, plots, captions, note) -> str:
+def _html(blocks: list[tuple]) -> str:
     e = html.escape
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{e(TITLE)}</title>"
-             f"<style>{CSS}</style></head><body><h1>{e(TITLE)}</h1>"]
-    if note:
-        parts.append(f"<p class='note'>{e(note)}</p>")
-    for title, rows, text in sections[:2]:
-        parts += [f"<h2>{e(title)}</h2>", f"<p>{e(text)}</p>" if text else "", _html_table(rows)]
-    parts.append("<h2>Curves</h2>")
-    for p in plots:
-        data = base64.b64encode(p.read_bytes()).decode("ascii")
-        parts.append(f"<figure><img alt='{e(p.stem)}' src='data:image/png;base64,{data}'>"
-                     f"<figcaption>{e(captions.get(p.name, ''))}</figcaption></figure>")
-    for title, rows, text in sections[2:]:
-        parts += [f"<h2>{e(title)}</h2>", f"<p>{e(text)}</p>" if text else "", _html_table(rows)]
+             f"<style>{CSS}</style></head><body>"]
+    for kind, *body in blocks:
+        if kind in ("h1", "h2"):
+            parts.append(f"<{kind}>{e(body[0])}</{kind}>")
+        elif kind == "note":
+            parts.append(f"<p class='note'>{e(body[0])}</p>")
+        elif kind == "p":
+            parts.append(f"<p>{e(body[0])}</p>")
+        elif kind == "ul":
+            parts.append("<ul>" + "".join(f"<li>{e(x)}</li>" for x in body[0]) + "</ul>")
+        elif kind == "table":
+            parts.append(_html_table(body[0]))
+        elif kind == "figure":
+            data = base64.b64encode(body[0].read_bytes()).decode("ascii")
+            parts.append(f"<figure><img alt='{e(body[0].stem)}' src='data:image/png;base64,"
+                         f"{data}'><figcaption>{e(body[1])}</figcaption></figure>")
     parts.append("</body></html>\n")
     return "".join(parts)

@@ -1,7 +1,10 @@
 """Stage 1 of the reward-hacking experiment: what every arm starts from.
 
-Written into ``OUT/setup`` and skipped when a rerun finds ``setup.json`` there (an interrupted
-setup starts over: it takes seconds to minutes). It builds, from ``setup``, ``rm_init`` and
+Written into a seed's folder, ``OUT/seed-S/setup`` (:mod:`cooper.experiment.layout`), and
+skipped when a rerun finds ``setup.json`` there (an interrupted setup starts over: it takes
+seconds to minutes). Everything seeded here takes the seed's ``train.seed``: the initial reward
+model's training triples and their order, the probe set, a ``tiny-random`` model, and the
+sampling of the initial evaluation; so each seed is a replicate of the whole experiment. It builds, from ``setup``, ``rm_init`` and
 ``probe`` (:mod:`cooper.config.experiment`): the initial policy (a tiny model built on this
 machine is copied in), the initial reward model (optionally trained briefly with BCE on
 perturbed triples), the labelled probe set the reward model is scored on at every validation,
@@ -27,6 +30,7 @@ from cooper.data.problems import load_problems
 from cooper.data.triples import load_triples
 from cooper.errors import UserError
 from cooper.experiment.final_eval import evaluate_policy
+from cooper.experiment.layout import setup_dir
 from cooper.experiment.testbed import tiny_arith_models
 from cooper.infra.files import read_json, write_json
 from cooper.infra.models import build_tiny_models
@@ -94,15 +98,16 @@ def _train_initial_rm(exp: ExperimentConfig, base: str, data: Path, out: Path) -
 
 
 def run_setup(exp: ExperimentConfig, out: Path) -> Setup:
-    """Stage 1 (skipped when ``OUT/setup/setup.json`` exists)."""
-    folder = out / "setup"
+    """Stage 1 for the seed folder ``out`` (skipped when ``out/setup/setup.json`` exists)."""
+    folder = setup_dir(out)
     done = read_json(folder / "setup.json")
     if done:
-        log.info("setup: complete, reused")
+        log.info("%s/setup: complete, reused", out.name)
         return Setup(**done["setup"])
     if folder.exists():  # an interrupted setup: start it over (it takes seconds to minutes)
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
+    log.info("%s/setup: building", out.name)
     t0 = time.perf_counter()
     seed = exp.train.seed
     s = exp.setup

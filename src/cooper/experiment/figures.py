@@ -1,0 +1,181 @@
+"""The numbers of an experiment report, computed from the raw per-step records; pure functions.
+
+One :class:`Run` is one arm trained with one seed (its ``metrics.jsonl``, ``trained.json`` and
+``final_eval.json``). :func:`hacking_figures` reduces a run to the figures the report and its
+verdict speak of; :func:`spread` and :func:`band` summarise a figure or a curve over the seeds of
+an arm as the mean and the range (min to max). "Final" means the mean over the last
+:data:`FINAL_FRACTION` of the logged training steps (at least one step): a single step is one
+batch of a handful of prompts, too noisy to stand for the end of a run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+FINAL_FRACTION = 0.1
+"""'final' = the mean over the last 10% of a run's logged training steps (at least one step)"""
+
+
+@dataclass
+class Run:
+    """One arm, one seed: its records as its folder holds them (a run not started has none)."""
+
+    name: str
+    """the arm's name"""
+    seed: int
+    """the seed it ran with"""
+    mode: str
+    """its reward.mode: 'rule' optimises the verifier's reward, 'rm' and 'cooper' the model's"""
+    rows: list[dict[str, Any]]
+    """the per-step records of metrics.jsonl"""
+    final: dict[str, Any] | None
+    """final_eval.json: the final policy's benchmark scores"""
+    trained: dict[str, Any] | None
+    """trained.json: steps and training time"""
+
+    def series(self, key: str) -> tuple[list[int], list[float]]:
+        """(steps, values) of one metric, skipping records without a finite value."""
+        pts = [(int(r["step"]), float(r[key])) for r in self.rows
+               if isinstance(r.get(key), int | float) and math.isfinite(r[key])]
+        return [s for s, _ in pts], [v for _, v in pts]
+
+    @property
+    def reward_key(self) -> str:
+        """The reward this run's policy optimised."""
+        return "reward/rule_mean" if self.mode == "rule" else "reward/rm_mean"
+
+    @property
+    def train_rows(self) -> list[dict[str, Any]]:
+        return [r for r in self.rows if r.get("step", 0) >= 1 and "reward/rule_mean" in r]
+
+
+def tail_mean(values: list[float], fraction: float = FINAL_FRACTION) -> float:
+    """Mean of the last ``fraction`` of the values (at least one); NaN when there are none."""
+    if not values:
+        return math.nan
+    k = max(1, math.ceil(len(values) * fraction))
+    return sum(values[-k:]) / k
+
+
+def second_half_mean(values: list[float]) -> float:
+    if not values:
+        return math.nan
+    half = values[len(values) // 2:]
+    return sum(half) / len(half)
+
+
+def moving_average(values: list[float], window: int) -> list[float]:
+    """Trailing mean over up to ``window`` values (the first points average what exists)."""
+    out, total = [], 0.0
+    for i, v in enumerate(values):
+        total += v
+        if i >= window:
+            total -= values[i - window]
+        out.append(total / min(i + 1, window))
+    return out
+
+
+def window_for(n: int) -> int:
+    """The moving-average window for ``n`` points: a tenth of them, at least one."""
+    return max(1, n // 10)
+
+
+def _first(values: list[float]) -> float:
+    return values[0] if values else math.nan
+
+
+def _last(values: list[float]) -> float:
+    return values[-1] if values else math.nan
+
+
+def hacking_figures(run: Run) -> dict[str, float]:
+    """The figures the issue's acceptance criteria speak of, from one run's raw records (NaN
+    where the run has no such record)."""
+    _, gap = run.series("hacking/gap")
+    _, top_wrong = run.series("hacking/top_wrong")
+    _, ver = run.series("reward/rule_mean")
+    _, rew = run.series(run.reward_key)
+    _, val = run.series("val/accuracy")
+    _, probe = run.series("val/rm_probe_accuracy")
+    _, auroc = run.series("val/rm_probe_auroc")
+    _, group_auroc = run.series("rm/group_auroc")
+    _, agree = run.series("rm/agreement")
+    smooth = moving_average(ver, window_for(len(ver))) if ver else []
+    peak = max(smooth) if smooth else math.nan
+    final_ver = tail_mean(ver)
+    return {
+        "steps": len(run.train_rows),
+        "final_reward": tail_mean(rew),
+        "final_top_wrong": tail_mean(top_wrong),
+        "second_half_top_wrong": second_half_mean(top_wrong),
+        "final_gap": tail_mean(gap),
+        "second_half_gap": second_half_mean(gap),
+        "final_group_auroc": tail_mean(group_auroc),
+        "peak_verified": peak,
+        "final_verified": final_ver,
+        "verified_drop": (peak - final_ver) / peak if peak and peak > 0 else math.nan,
+        "final_agreement": tail_mean(agree),
+        "val_first": _first(val),
+        "val_peak": max(val) if val else math.nan,
+        "val_final": _last(val),
+        "probe_first": _first(probe),
+        "probe_last": _last(probe),
+        "probe_auroc_first": _first(auroc),
+        "probe_auroc_last": _last(auroc),
+        "final_accuracy": run.final["average"] if run.final else math.nan,
+    }
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A figure over seeds: its mean, min and max over the seeds that have it (``n``)."""
+
+    mean: float
+    lo: float
+    hi: float
+    n: int
+
+
+def spread(values: list[float]) -> Spread | None:
+    """Mean and range of the finite values; None when there is none."""
+    ok = [v for v in values if v is not None and math.isfinite(v)]
+    if not ok:
+        return None
+    return Spread(sum(ok) / len(ok), min(ok), max(ok), len(ok))
+
+
+def band(runs: list[Run], key: str, *, smooth: bool) -> tuple[list[int], list[float],
+                                                               list[float], list[float]]:
+    """A curve over seeds: (steps, mean, min, max) at each step over the runs that logged it.
+    With ``smooth`` each run's curve is first smoothed (:func:`moving_average`, window a tenth
+    of its points), so the band shows how the seeds' trends differ, not per-step noise."""
+    at: dict[int, list[float]] = {}
+    for run in runs:
+        steps, vals = run.series(key)
+        if smooth and vals:
+            vals = moving_average(vals, window_for(len(vals)))
+        for s, v in zip(steps, vals, strict=True):
+            at.setdefault(s, []).append(v)
+    steps = sorted(at)
+    return (steps, [sum(at[s]) / len(at[s]) for s in steps], [min(at[s]) for s in steps],
+            [max(at[s]) for s in steps])
+
+
+@dataclass
+class Arm:
+    """One arm over every seed: how the report names it, and its runs (one per seed)."""
+
+    name: str
+    """the arm's name (its folder)"""
+    label: str
+    """its name in tables and legends"""
+    mode: str
+    """its reward.mode"""
+    runs: list[Run]
+    """one per seed, in the experiment's seed order"""
+
+    @property
+    def reward_key(self) -> str:
+        return "reward/rule_mean" if self.mode == "rule" else "reward/rm_mean"

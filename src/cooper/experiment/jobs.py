@@ -1,0 +1,147 @@
+"""Running an experiment's stages: one after another in this process, or up to N at once in
+worker processes (``cooper experiment hacking --jobs N``).
+
+Every seed has a setup, then one run per arm (a ``cooper train`` run and its final evaluation);
+a seed's arms wait for its setup. With ``jobs=1`` everything runs in this process, in order.
+With more, each stage runs in a fresh spawned process (one stage per process: no torch state or
+memory carries over from one stage to the next), at most ``jobs`` at a time, each limited to
+``max(1, cores // jobs)`` torch threads (:func:`threads_per_job`; ``OMP_NUM_THREADS`` and
+``MKL_NUM_THREADS`` too) so that the processes share the cores instead of oversubscribing them.
+Stages skip or resume what is done on their own, so a parallel run that was interrupted
+continues like a sequential one.
+
+Takes the stage functions (module-level, so a worker can import them) and the experiment's
+settings; hands back ``{seed: {arm: result}}``. Imports no torch until a worker starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cooper.config.experiment import ExperimentConfig
+from cooper.errors import UserError
+from cooper.experiment.layout import seed_dir
+from cooper.infra.allocator import keep_freed_memory
+
+log = logging.getLogger(__name__)
+
+LOG_FORMAT = "%(asctime)s %(levelname)s {key}%(name)s: %(message)s"
+
+
+@dataclass(frozen=True)
+class Stages:
+    """The experiment's two stage functions (module-level: a worker imports them by name)."""
+
+    setup: Callable[[ExperimentConfig, Path], Any]
+    """``setup(exp, seed_folder) -> Setup``: what the seed's arms start from"""
+    arm: Callable[[ExperimentConfig, str, Path, Any], dict[str, Any]]
+    """``arm(exp, name, seed_folder, setup) -> result``: one arm trained and scored"""
+
+
+def cores() -> int:
+    """CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def threads_per_job(jobs: int) -> int:
+    """Torch threads for each of ``jobs`` parallel stages: the cores shared out, at least one."""
+    return max(1, cores() // jobs)
+
+
+def run_stages(exp: ExperimentConfig, out: Path, stages: Stages,
+               jobs: int = 1) -> dict[int, dict[str, dict[str, Any]]]:
+    """Every seed's setup and arms; ``{seed: {arm: result}}``."""
+    if jobs < 1:
+        raise UserError(f"--jobs {jobs}: run at least one stage at a time (--jobs 1)")
+    plan = [(seed, exp.for_seed(seed), seed_dir(out, seed)) for seed in exp.seed_list]
+    if jobs == 1:
+        results: dict[int, dict[str, dict[str, Any]]] = {}
+        for seed, exp_s, folder in plan:
+            setup = stages.setup(exp_s, folder)
+            results[seed] = {a: stages.arm(exp_s, a, folder, setup) for a in exp.arm_list}
+        return results
+    return _in_workers(plan, exp.arm_list, stages, jobs)
+
+
+def _in_workers(plan: list[tuple[int, ExperimentConfig, Path]], arms: list[str], stages: Stages,
+                jobs: int) -> dict[int, dict[str, dict[str, Any]]]:
+    threads = threads_per_job(jobs)
+    log.info("running up to %d stages at once, %d torch thread(s) each", jobs, threads)
+    results: dict[int, dict[str, dict[str, Any]]] = {seed: {} for seed, _, _ in plan}
+    by_seed = {seed: (exp_s, folder) for seed, exp_s, folder in plan}
+    pending: dict[Future, tuple[int, str | None, str]] = {}
+    failure: BaseException | None = None
+    # spawn, not fork: a forked child would inherit this process's threads and torch state
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_init_worker,
+                               initargs=(threads, logging.getLogger().getEffectiveLevel()),
+                               max_tasks_per_child=1)
+
+    def submit(seed: int, arm: str | None, fn: Callable, *args: Any) -> None:
+        key = f"seed-{seed}/{arm or 'setup'}"
+        pending[pool.submit(_stage, key, fn, *args)] = (seed, arm, key)
+
+    try:
+        for seed, exp_s, folder in plan:
+            submit(seed, None, stages.setup, exp_s, folder)
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                seed, arm, key = pending.pop(fut)
+                if fut.cancelled():
+                    continue
+                try:
+                    result = fut.result()
+                except Exception as e:  # noqa: BLE001 -- re-raised once the running stages end
+                    log.error("%s failed: %s", key, e)
+                    if failure is None:
+                        failure = e
+                        for f in pending:  # stages not started yet; running ones finish
+                            f.cancel()
+                        if pending:
+                            log.error("waiting for the stages in progress to finish (a rerun "
+                                      "resumes; Ctrl-C stops them)")
+                    continue
+                if arm is not None:
+                    results[seed][arm] = result
+                    log.info("%s: done", key)
+                elif failure is None:  # the seed's setup is ready: its arms can start
+                    exp_s, folder = by_seed[seed]
+                    for a in arms:
+                        submit(seed, a, stages.arm, exp_s, a, folder, result)
+    except BaseException:  # Ctrl-C above all: do not wait for the workers (they got it too)
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    if failure is not None:
+        raise failure
+    return results
+
+
+def _init_worker(threads: int, level: int) -> None:
+    """A worker's start: thread limits before torch is imported, logging, memory reuse."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(threads)
+    logging.basicConfig(level=level, format=LOG_FORMAT.format(key=""), datefmt="%H:%M:%S")
+    keep_freed_memory()  # as the `cooper` command does at start (cooper.infra.allocator)
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def _stage(key: str, fn: Callable, *args: Any) -> Any:
+    """One stage in a worker, its log lines marked with the seed and arm."""
+    for handler in logging.getLogger().handlers:
+        handler.setFormatter(logging.Formatter(LOG_FORMAT.format(key=f"[{key}] "), "%H:%M:%S"))
+    log.info("started in a worker process")
+    return fn(*args)

@@ -1,0 +1,132 @@
+"""Arms as named sets of `cooper train` settings, and the seeds setting (no training here)."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from cooper.config.arms import declare_arms, select_arms
+from cooper.config.engine import ConfigError, nest
+from cooper.config.experiment import load_experiment
+
+
+def preset(tmp_path, arms, **extra) -> str:
+    """A preset file: hacking_cpu's settings with other arms."""
+    from cooper.config.experiment import experiment_dir
+
+    data = yaml.safe_load((experiment_dir() / "hacking_cpu.yaml").read_text())
+    data.update(arms=arms, **extra)
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return str(path)
+
+
+def test_nest_takes_dotted_and_nested_keys_mixed():
+    assert nest({"a.b": 1, "a": {"c": 2}, "d": 3}) == {"a": {"b": 1, "c": 2}, "d": 3}
+    with pytest.raises(ConfigError, match="sets a key inside a value"):
+        nest({"a": 1, "a.b": 2})
+
+
+def test_arms_are_setting_sets_on_top_of_the_shared_train_section(tmp_path):
+    exp = load_experiment(preset(tmp_path, {
+        "rule": {"reward.mode": "rule"},
+        # nested and dotted keys mixed; YAML reads 1e-4 as text, the field's type decides
+        "fast": {"label": "Cooper, fast RM", "reward": {"mode": "cooper"},
+                 "rm_update.lr": "1e-4", "rm_update": {"epochs": 3}},
+        "shared": None,  # nothing of its own: the train section as it is
+    }), ["train.rm_update.lr=5e-4", "train.reward.mode=rm"]).validate()
+    assert exp.arm_list == ["rule", "fast", "shared"]
+    # the recorded form: flat dotted keys with typed values, the label kept
+    assert exp.arms["fast"] == {"label": "Cooper, fast RM", "reward.mode": "cooper",
+                                "rm_update.lr": 1e-4, "rm_update.epochs": 3}
+    assert exp.arm_label("fast") == "Cooper, fast RM" and exp.arm_label("rule") is None
+    fast, shared = exp.arm_train("fast"), exp.arm_train("shared")
+    assert (fast.reward.mode, fast.rm_update.lr, fast.rm_update.epochs) == ("cooper", 1e-4, 3)
+    assert (shared.reward.mode, shared.rm_update.lr) == ("rm", 5e-4)  # what train says
+    assert exp.train.rm_update.lr == 5e-4  # an arm changes its own copy only
+    assert fast.rollout.samples_per_prompt == exp.train.rollout.samples_per_prompt == 16
+    # --print-config's output is itself a preset that gives the same settings
+    again = tmp_path / "printed.yaml"
+    again.write_text(yaml.safe_dump(exp.to_dict(), sort_keys=False))
+    assert load_experiment(str(again)).validate().to_dict() == exp.to_dict()
+
+
+def test_the_string_form_is_one_arm_per_reward_mode(tmp_path):
+    exp = load_experiment(preset(tmp_path, "rule,rm,cooper")).validate()
+    assert exp.arms == {m: {"reward.mode": m} for m in ("rule", "rm", "cooper")}
+    assert [exp.arm_train(a).reward.mode for a in exp.arm_list] == ["rule", "rm", "cooper"]
+    with pytest.raises(ConfigError, match="bogus is not a reward mode"):
+        declare_arms("rule,bogus")
+
+
+def test_the_shipped_preset_declares_the_paper_arms_and_a_rollout_arm():
+    exp = load_experiment("hacking_cpu").validate()
+    assert exp.arm_list == ["rule", "rm", "cooper", "cooper_rollouts"]
+    paper = exp.arm_train("cooper")
+    assert (paper.reward.mode, paper.rm_update.negatives, paper.rm_update.loss,
+            paper.rm_update.epochs, paper.assistant.backend) == (
+        "cooper", "assistant", "bradley_terry", 1, "rewrite")
+    rollouts = exp.arm_train("cooper_rollouts")
+    assert (rollouts.rm_update.negatives, rollouts.rm_update.negatives_per_positive) == (
+        "rollouts", 2)
+
+
+def test_an_override_selects_declared_arms_in_its_order():
+    exp = load_experiment("hacking_cpu", ["arms=cooper_rollouts,rule"]).validate()
+    assert exp.arm_list == ["cooper_rollouts", "rule"]
+    assert exp.arm_train("cooper_rollouts").rm_update.negatives == "rollouts"
+    # the first round's override still works: declared arms keep their own settings
+    old = load_experiment("hacking_cpu", ["arms=rm,cooper"]).validate()
+    assert old.arm_list == ["rm", "cooper"] and old.arms["cooper"]["rm_update.epochs"] == 1
+    # a reward mode the preset does not declare is its plain arm
+    assert select_arms({"a": {"reward.mode": "rule"}}, "rm") == {"rm": {"reward.mode": "rm"}}
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["arms=rule,bogus"], "no arm named 'bogus'; declared: rule, rm, cooper, cooper_rollouts"),
+    (["arms=rule,rule"], "name each arm once"),
+    (["arms.cooper.rm_update.lr=1"], "arms are declared in YAML"),
+    (["seeds=0,x"], "seeds='0,x': list distinct integers"),
+    (["seeds=1,1"], "seeds='1,1'"),
+])
+def test_bad_selections_and_seeds_say_how_to_fix(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_experiment("hacking_cpu", overrides).validate()
+
+
+@pytest.mark.parametrize("arms, message", [
+    ({"cooper": {"rm_update.negativs": "rollouts"}},
+     "unknown setting 'arms.cooper.rm_update.negativs' \\(did you mean "
+     "'arms.cooper.rm_update.negatives'\\?\\)"),
+    ({"fast": {"rm_update": {"lr": "fast"}}}, "arms.fast.rm_update.lr='fast' is not a valid float"),
+    ({"odd": {"reward.mode": "bogus"}}, "arm 'odd': reward.mode='bogus' is not one of"),
+    ({"mine": {"seed": 3}}, "arms.mine.seed cannot be set per arm: the experiment's seeds"),
+    ({"mine": {"reward.model": "x"}}, "arms.mine.reward.model cannot be set per arm"),
+    ({"quiet": {"validation.every_steps": 0}}, "set arms.quiet.validation.enabled=true"),
+    ({"a b": {"reward.mode": "rm"}}, "arm name 'a b'"),
+    ({"mine": "cooper"}, "arms.mine must be a mapping"),
+    ({}, "arms must map each arm's name"),
+])
+def test_a_bad_arm_fails_naming_the_arm(tmp_path, arms, message):
+    with pytest.raises(ConfigError, match=message):
+        load_experiment(preset(tmp_path, arms)).validate()
+
+
+def test_seeds():
+    assert load_experiment("hacking_cpu").seed_list == [0]  # train.seed alone
+    assert load_experiment("hacking_cpu", ["train.seed=7"]).seed_list == [7]
+    exp = load_experiment("hacking_cpu", ["seeds=2,0,1"])
+    assert exp.seed_list == [2, 0, 1]
+    assert exp.for_seed(1).train.seed == 1 and exp.train.seed == 0  # a copy
+
+
+def test_a_rerun_may_add_seeds_but_not_change_settings(tmp_path):
+    from cooper.errors import UserError
+    from cooper.experiment.hacking import _check_same_settings
+
+    _check_same_settings(load_experiment("hacking_cpu", ["seeds=0,1"]).validate(), tmp_path)
+    _check_same_settings(load_experiment("hacking_cpu", ["seeds=1,2"]).validate(), tmp_path)
+    saved = yaml.safe_load((tmp_path / "experiment.yaml").read_text())
+    assert saved["seeds"] == "0,1,2"  # every seed run so far, for the report
+    with pytest.raises(UserError, match="other settings.*arms"):
+        _check_same_settings(load_experiment("hacking_cpu", ["arms=rule"]).validate(), tmp_path)
