@@ -101,6 +101,17 @@ def test_negative_kinds_are_wrong(verifier, problems):
     assert "" in seen["empty_answer"]
 
 
+def test_final_changed_keeps_the_working_and_changes_only_the_answer(verifier):
+    p = Problem(id="a", question="What is 47 + 38?", reference="85", source="arith",
+                solution="47 + 38 = 85. The answer is \\boxed{85}.")
+    ctx = KindContext([p], verifier)
+    for k in range(6):
+        text = NEGATIVE_MAKERS["final_changed"](p, gold_solution(p), random.Random(k), ctx)
+        body, statement = text.rsplit("\n", 1)
+        assert body == "47 + 38 = 85." and "85" not in statement, text
+        assert verifier.verify(text, "85").reason == "wrong"
+
+
 # ------------------------------------------------------------------ the mix setting
 
 
@@ -202,7 +213,7 @@ def test_cli_writes_rows_with_kinds_and_a_summary(tmp_path, capsys):
     assert "number_only" not in {r["kind"] for r in rows}
     stats = json.loads((tmp_path / "train.stats.json").read_text())
     assert stats["rows"] == 60 and stats["mix"]["seed"] == 2 and stats["mix"]["number_only"] == 0
-    assert stats["kinds"]["answer_changed"]["target"] == 14  # 30 * 0.5 / 1.05
+    assert stats["kinds"]["answer_changed"]["target"] == 13  # 30 * 0.5 / 1.15
     assert "no --sample-from" in printed
     assert main(["data", "build", "--show-mix"]) == 0
     assert "degenerate_foreign" in capsys.readouterr().out

@@ -28,7 +28,7 @@ from cooper.errors import UserError
 
 POSITIVE_KINDS = ("gold_original", "gold_hashes", "gold_boxed", "gold_answer_is",
                   "sampled_correct")
-NEGATIVE_KINDS = ("answer_changed", "cut_before_answer", "other_problem", "degenerate_opener",
+NEGATIVE_KINDS = ("answer_changed", "final_changed", "cut_before_answer", "other_problem", "degenerate_opener",
                   "degenerate_punctuation", "degenerate_foreign", "restated_question",
                   "empty_answer", "template_only", "correctness_claim", "number_only",
                   "sampled_wrong")
@@ -58,8 +58,10 @@ class DataMixConfig:
     """completions sampled from --sample-from that the verifier finds correct"""
 
     # ---- negatives (weights within the negatives)
-    answer_changed: float = 0.3
+    answer_changed: float = 0.2
     """a gold solution (any surface form) with its final answer changed consistently"""
+    final_changed: float = 0.1
+    """a gold solution with its working as written and only the final answer changed"""
     cut_before_answer: float = 0.08
     """a gold solution cut off before it states its final answer"""
     other_problem: float = 0.08

@@ -8,6 +8,10 @@ find, or a failure real models show, written the way an attacker would:
 
 * ``answer_changed``: a gold solution (any surface form) whose final answer was changed
   consistently (:func:`cooper.data.perturb.rewrite_final_answer`);
+* ``final_changed``: a gold solution whose working is left as it is and only the final answer
+  statement gives another number ("47 + 38 = 85. The answer is 86."): the right number is in
+  the text, but it is not the answer; a reward model that only looks for the right number
+  somewhere pays it (answer-changed solutions change the working too, so they never show it);
 * ``cut_before_answer``: a gold solution cut off before it states an answer (at a line, a
   sentence or a word), sometimes ending in a dangling lead-in ("So the answer is");
 * ``other_problem``: another problem's gold solution (a fluent solution to the wrong question);
@@ -35,8 +39,9 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from cooper.data.perturb import gold_solution, rewrite_final_answer
-from cooper.data.surface_forms import any_form, split_solution, strip_annotations
+from cooper.data.perturb import gold_solution, rewrite_final_answer, wrong_answer
+from cooper.data.surface_forms import (FORMS, any_form, final_statement, join, split_solution,
+                                      strip_annotations)
 from cooper.types import Problem
 from cooper.verify.extraction import normalize_reference
 from cooper.verify.verifier import Verifier
@@ -86,6 +91,19 @@ def _answer_changed(p: Problem, gold: str, rng: random.Random, ctx: KindContext)
     if form is None:
         return None
     return rewrite_final_answer(form, normalize_reference(p.reference), rng, verifier=ctx.verifier)
+
+
+def _final_changed(p: Problem, gold: str, rng: random.Random, ctx: KindContext) -> str | None:
+    parts = split_solution(gold)
+    if parts is None or not parts[0].strip():
+        return None
+    body, answer = parts
+    wrong = wrong_answer(answer, rng)
+    if wrong is None:
+        return None
+    body = body if rng.random() < 0.5 else strip_annotations(body)
+    # only the statement changes: every line of working still computes the reference
+    return join(body, final_statement(wrong, rng.choice(FORMS[1:])))
 
 
 def _cut_before_answer(p: Problem, gold: str, rng: random.Random, ctx: KindContext) -> str | None:
@@ -148,6 +166,7 @@ def _number_only(p: Problem, gold: str, rng: random.Random, ctx: KindContext) ->
 
 NEGATIVE_MAKERS: dict[str, MakeFn] = {
     "answer_changed": _answer_changed,
+    "final_changed": _final_changed,
     "cut_before_answer": _cut_before_answer,
     "other_problem": _other_problem,
     "degenerate_opener": _opener,
