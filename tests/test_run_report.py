@@ -1,5 +1,5 @@
 """`cooper report RUN_DIR`: a training run's totals from hand-made records, a rule-mode run
-without reward-model metrics, which report a folder gets, and the report of
+without reward-model metrics, which report a folder gets, the demo's summary, and the report of
 a real tiny `cooper train` run."""
 
 from __future__ import annotations
@@ -198,6 +198,27 @@ def test_cli_dispatches_on_the_folder(tmp_path):
     with pytest.raises(UserError, match="is not a folder"):
         report_folder(tmp_path / "missing")
     assert "training run" in run_cli("report", "--help").stdout
+
+
+def test_demo_summary_uses_the_run_totals_and_writes_the_report(tmp_path):
+    from cooper.config.demo import DemoSettings
+    from cooper.experiment.demo import DemoSummary
+
+    folder = run_folder(tmp_path / "demo" / "cooper", cooper_rows(), "cooper")
+    summary = DemoSummary(DemoSettings(out=str(tmp_path / "demo")))
+    summary.add_cooper_run(folder, "cooper", 12.0)
+    summary.write(tmp_path / "demo" / "summary.json")
+    saved = json.loads((tmp_path / "demo" / "summary.json").read_text())
+    run = saved["figures"]["cooper_run"]
+    assert (run["pairs"], run["negatives_rollout"], run["negatives_assistant"],
+            run["negatives_fallback"], run["rm_updates"]) == (21, 11, 8, 2, 7)
+    assert (run["agreement_first"], run["agreement_last"]) == (0.5, 0.875)
+    report = folder / "report" / "report.html"
+    assert saved["figures"]["cooper_report"] == str(report) and report.is_file()
+    assert [s["name"] for s in saved["stages"]] == ["Cooper RL", "Cooper report"]
+    table = summary.table()
+    assert "21 pairs (negatives: 11 rollout, 8 assistant, 2 fallback); RM updated on 7 of 8" in table
+    assert str(report) in table  # where the report went, in the table the user reads
 
 
 def test_report_of_a_real_tiny_training_run(tmp_path):
