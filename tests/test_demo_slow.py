@@ -19,16 +19,20 @@ def test_demo_runs_every_stage_and_writes_its_artefacts(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     names = [s["name"] for s in summary["stages"]]
     assert names == ["prepare model", "labelled set", "train VerifyRM", "evaluate before",
-                     "Cooper RL", "evaluate after"]
+                     "Cooper RL", "Cooper report", "evaluate after"]
     for stage in summary["stages"]:
         assert stage["seconds"] >= 0
         if stage["artefact"] and stage["name"] != "prepare model":
             assert Path(stage["artefact"]).exists(), stage
     figures = summary["figures"]
     assert 0.0 <= figures["accuracy_before"] <= 1.0 and 0.0 <= figures["accuracy_after"] <= 1.0
-    last = figures["last_step"]
-    # the Cooper step logged its reward, the verifier beside it, and the reward-model update
-    assert {"reward/rm_mean", "reward/rule_mean", "hacking/gap", "rm/pairs"} <= set(last)
+    run = figures["cooper_run"]
+    # the Cooper run summed up over its steps: pairs by source, updates, agreement first and last
+    assert run["steps"] == 1 and run["mode"] == "cooper"
+    assert run["pairs"] == (run["negatives_rollout"] + run["negatives_assistant"]
+                            + run["negatives_fallback"])
+    assert run["rm_updates"] in (0, 1) and run["agreement_first"] is not None
+    assert Path(figures["cooper_report"]).is_file()
     assert (out / "cooper" / "policy" / "config.json").exists()
     # the table the user reads ends with the total
     assert "total" in proc.stdout and "Cooper RL" in proc.stdout

@@ -23,6 +23,7 @@ from cooper.experiment.figures import (
 )
 from cooper.experiment.plots import ARM_COLORS, PALETTE, arm_colors, arm_label
 from cooper.experiment.report import build_report
+from cooper.experiment.run_report import build_run_report
 from cooper.experiment.verdict import (
     HACKED,
     IN_BETWEEN,
@@ -252,34 +253,64 @@ def _browser() -> str | None:
     return None
 
 
-def test_html_report_renders_in_a_headless_browser(tmp_path):
+def _require_browser() -> str:
+    """The headless browser's path; the test is skipped, saying why, without one."""
     browser = _browser()
     if browser is None:
         pytest.skip(f"no headless browser found (looked for {', '.join(BROWSERS)}); "
                     "`.ci/run` installs chromium, or: apt-get install chromium")
-    paths = build_report(synthetic_experiment(tmp_path / "exp", seeds=(0, 1, 2)))
-    html = paths.html.read_text()
-    assert html.count("data:image/png;base64,") == len(PLOTS)
-    assert html.index("<h2>Verdict</h2>") < html.index("<h2>Curves</h2>")
-    shot = tmp_path / "shot.png"
+    return browser
+
+
+def _screenshot(browser: str, html: Path, tmp_path: Path):
+    """The page as headless Chromium draws it: its pixels, [H*W, 3]."""
+    shot = tmp_path / f"shot-{html.parent.parent.name}.png"
     # --no-sandbox: CI containers run as root, where Chromium's sandbox refuses to start
     cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
            "--allow-file-access-from-files", f"--screenshot={shot}", "--window-size=1000,4000",
-           paths.html.resolve().as_uri()]
+           html.resolve().as_uri()]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
                           env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
     assert shot.is_file(), f"no screenshot ({proc.returncode}): {proc.stderr[-2000:]}"
     import numpy as np
     from PIL import Image
 
-    pixels = np.asarray(Image.open(shot).convert("RGB")).reshape(-1, 3)
+    return np.asarray(Image.open(shot).convert("RGB")).reshape(-1, 3)
+
+
+def _assert_drawn(pixels, colour: str, what: str) -> None:
+    """Not blank, the plots drawn (saturated pixels), and ``colour`` among them."""
+    import numpy as np
+
     colours = np.unique(pixels, axis=0)
     assert len(colours) > 50, f"screenshot is nearly blank ({len(colours)} colours)"
-    # the embedded plots are drawn: some pixels carry the arms' line colours' hue (not grey)
+    # the embedded plots are drawn: some pixels carry the lines' hue (not grey)
     r, g, b = pixels[:, 0].astype(int), pixels[:, 1].astype(int), pixels[:, 2].astype(int)
     saturated = (np.maximum(np.maximum(r, g), b) - np.minimum(np.minimum(r, g), b)) > 60
     assert saturated.mean() > 0.001, "no coloured pixels: the plots did not render"
-    # the new arm's palette colour is among them (its line and band in the plots)
-    pr, pg, pb = (int(PALETTE[0][i:i + 2], 16) for i in (1, 3, 5))
+    pr, pg, pb = (int(colour[i:i + 2], 16) for i in (1, 3, 5))
     near = (abs(r - pr) < 12) & (abs(g - pg) < 12) & (abs(b - pb) < 12)
-    assert near.sum() > 50, "the fourth arm's colour is not drawn"
+    assert near.sum() > 50, f"{what} is not drawn"
+
+
+def test_html_report_renders_in_a_headless_browser(tmp_path):
+    browser = _require_browser()
+    paths = build_report(synthetic_experiment(tmp_path / "exp", seeds=(0, 1, 2)))
+    html = paths.html.read_text()
+    assert html.count("data:image/png;base64,") == len(PLOTS)
+    assert html.index("<h2>Verdict</h2>") < html.index("<h2>Curves</h2>")
+    # the new arm's palette colour is among the pixels (its line and band in the plots)
+    _assert_drawn(_screenshot(browser, paths.html, tmp_path), PALETTE[0], "the fourth arm's colour")
+
+
+def test_run_report_html_renders_in_a_headless_browser(tmp_path):
+    """`cooper report RUN_DIR`'s page: one training run's summary, totals and curves."""
+    from test_run_report import RUN_PLOTS, cooper_rows, run_folder
+
+    browser = _require_browser()
+    paths = build_run_report(run_folder(tmp_path / "run", cooper_rows(), "cooper"))
+    html = paths.html.read_text()
+    assert html.count("data:image/png;base64,") == len(RUN_PLOTS)
+    assert html.index("<h2>Summary</h2>") < html.index("<h2>Curves</h2>")
+    # the reward-paid line's green (training_reward.png)
+    _assert_drawn(_screenshot(browser, paths.html, tmp_path), "#55a868", "the reward paid")

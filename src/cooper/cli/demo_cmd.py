@@ -13,9 +13,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "demo", help="the whole pipeline on the embedded model in minutes: data, VerifyRM, "
                      "Cooper RL, evaluation",
         description="Prepare the embedded SmolLM2-135M-Instruct, build a labelled set, train a "
-                    "small VerifyRM, evaluate the policy, run a few Cooper steps, evaluate "
-                    "again, and print where every artefact went. About 5.5 minutes on an idle "
-                    "2-core CPU, longer when the cores are shared.")
+                    "small VerifyRM, evaluate the policy, run a few Cooper steps and write "
+                    "their report (as `cooper report`), evaluate again, and print where every "
+                    "artefact went. About 5.5 minutes on an idle 2-core CPU, longer when the "
+                    "cores are shared.")
     p.add_argument("--out", default=d.out, help="folder for every artefact (default: %(default)s)")
     p.add_argument("--steps", type=int, default=d.steps, help="Cooper steps (default: %(default)s)")
     p.add_argument("--rm-triples", type=int, default=d.rm_triples,
@@ -38,5 +39,6 @@ def _demo(args: argparse.Namespace) -> int:
                                     seed=args.seed))
     print()
     print(summary.table())
-    print(f"\nsummary: {args.out}/summary.json; training metrics: {args.out}/cooper/metrics.jsonl")
+    print(f"\nsummary: {args.out}/summary.json; training metrics: {args.out}/cooper/metrics.jsonl; "
+          f"report of the Cooper run: {args.out}/cooper/report/report.html")
     return 0

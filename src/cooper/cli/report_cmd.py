@@ -1,4 +1,4 @@
-"""``cooper report``: plots and an HTML + markdown report of an experiment folder."""
+"""``cooper report``: plots and an HTML + markdown report of an experiment or a training run."""
 
 from __future__ import annotations
 
@@ -7,19 +7,26 @@ import argparse
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "report", help="plots and a report (HTML + markdown) of an experiment folder",
-        description="Read an experiment folder written by `cooper experiment hacking` (complete "
-                    "or not) and write PNG plots, report.md and a self-contained report.html "
-                    "(images embedded, works offline) into DIR/report.")
-    p.add_argument("dir", help="experiment folder")
+        "report", help="plots and a report (HTML + markdown) of an experiment or a training run",
+        description="Read DIR and write PNG plots, report.md and a self-contained report.html "
+                    "(images embedded, works offline) into DIR/report. DIR is either an "
+                    "experiment folder written by `cooper experiment hacking` (it holds "
+                    "experiment.yaml; complete or not): the report leads with a verdict per arm; "
+                    "or a training run folder, the output_dir of `cooper train` (it holds "
+                    "metrics.jsonl; the run may still be going): the report leads with the run's "
+                    "totals (pairs made, negatives by source, reward-model updates, agreement "
+                    "and verified accuracy early and late, hacking signals) and plots the reward "
+                    "paid against verified accuracy, the hacking signals, the reward-model "
+                    "update and the time per stage. Metrics a run did not log are left out.")
+    p.add_argument("dir", help="experiment folder or training run folder")
     p.add_argument("--out", default=None, help="report folder (default: DIR/report)")
     p.set_defaults(func=_report)
 
 
 def _report(args: argparse.Namespace) -> int:
-    from cooper.experiment.report import build_report
+    from cooper.experiment.run_report import report_folder
 
-    paths = build_report(args.dir, args.out)
+    paths = report_folder(args.dir, args.out)
     print(f"report: {paths.html}\nmarkdown: {paths.markdown}\nplots: "
           f"{', '.join(p.name for p in paths.plots)}")
     return 0

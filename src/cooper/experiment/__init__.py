@@ -7,8 +7,10 @@ or Cooper's online-updated one (:mod:`.hacking`), scores every policy on the ben
 (:mod:`.final_eval`), each stage resumable and run here or in up to N worker processes
 (:mod:`.jobs`); hands on an experiment folder (:mod:`.layout`) that :func:`build_report` turns
 into a verdict, tables and plots over seeds (:mod:`.report`, :mod:`.verdict`, :mod:`.figures`,
-:mod:`.plots`). The CPU testbed's tiny models are built by :mod:`.testbed`; ``cooper demo`` runs
-the whole pipeline on the embedded model (:mod:`.demo`).
+:mod:`.plots`). A single ``cooper train`` run folder gets a report of its own: its totals, in
+plain language, and its curves (:mod:`.run_report`, :mod:`.run_totals`, :mod:`.run_plots`); both
+reports are written by :mod:`.document`. The CPU testbed's tiny models are built by
+:mod:`.testbed`; ``cooper demo`` runs the whole pipeline on the embedded model (:mod:`.demo`).
 """
 
 import importlib
@@ -17,7 +19,10 @@ import importlib
 # load), and cooper.experiment.testbed or the report must be importable without it.
 _EXPORTS = {"run_demo": "cooper.experiment.demo", "evaluate_policy": "cooper.experiment.final_eval",
             "run_experiment": "cooper.experiment.hacking",
-            "ReportPaths": "cooper.experiment.report", "build_report": "cooper.experiment.report",
+            "ReportPaths": "cooper.experiment.document", "build_report": "cooper.experiment.report",
+            "build_run_report": "cooper.experiment.run_report",
+            "report_folder": "cooper.experiment.run_report",
+            "RunTotals": "cooper.experiment.run_totals", "run_totals": "cooper.experiment.run_totals",
             "Setup": "cooper.experiment.setup", "run_setup": "cooper.experiment.setup",
             "tiny_arith_models": "cooper.experiment.testbed"}
 __all__ = sorted(_EXPORTS)

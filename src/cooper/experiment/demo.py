@@ -9,8 +9,13 @@ Stages, each with its own progress bar, every artefact in one folder:
 4. evaluate the initial policy on test problems (verifier-scored);
 5. run a few Cooper steps (preset ``demo_cpu``: GRPO, reward from the VerifyRM, the VerifyRM
    updated every step on verified positives and assistant-written negatives);
-6. evaluate the trained policy on the same held-out problems;
-7. print a summary table with where every artefact was written (also ``summary.json``).
+6. write the run's report (``cooper report``: its totals in plain language and its curves,
+   :mod:`cooper.experiment.run_report`);
+7. evaluate the trained policy on the same held-out problems;
+8. print a summary table with where every artefact was written (also ``summary.json``). The
+   Cooper run is summed up over all its steps (:func:`cooper.experiment.run_totals.run_totals`:
+   pairs made, negatives by source, reward-model updates, agreement with the verifier at the
+   first and the last step), not by its last step alone.
 
 The task is single-digit addition (``arith_small``): the embedded 135M model is right about
 12% of the time there with a boxed answer, and almost never on GSM8K or SVAMP, so this is where
@@ -36,6 +41,8 @@ from cooper.data.perturb import perturbed_triples
 from cooper.data.problems import load_problems
 from cooper.data.triples import load_triples
 from cooper.eval.sampling import evaluate_problems
+from cooper.experiment.run_report import METRICS_FILE, build_run_report
+from cooper.experiment.run_totals import headline, read_metrics, run_totals
 from cooper.infra import embedded
 from cooper.infra.generation import HFGenerator, SamplingConfig
 from cooper.infra.models import DEFAULT_MODEL
@@ -59,6 +66,24 @@ class DemoSummary:
     stages: list[Stage] = field(default_factory=list)
     figures: dict[str, Any] = field(default_factory=dict)
 
+    def add_cooper_run(self, run_dir: Path, mode: str, seconds: float) -> None:
+        """The Cooper stage summed up over all its steps (figure ``cooper_run``), and its
+        report written (stage ``Cooper report``, figure ``cooper_report``)."""
+        totals = run_totals(read_metrics(run_dir / METRICS_FILE), mode)
+        self.figures["cooper_run"] = asdict(totals)
+        self.stages.append(Stage("Cooper RL", seconds, headline(totals), str(run_dir)))
+        t0 = time.perf_counter()
+        paths = build_run_report(run_dir)
+        self.figures["cooper_report"] = str(paths.html)
+        self.stages.append(Stage("Cooper report", time.perf_counter() - t0,
+                                 f"{len(paths.plots)} plots, report.md and report.html",
+                                 str(paths.html)))
+
+    def write(self, path: Path) -> None:
+        path.write_text(json.dumps(
+            {"settings": asdict(self.settings), "stages": [asdict(x) for x in self.stages],
+             "figures": self.figures}, indent=1, default=str))
+
     def table(self) -> str:
         rows = [("stage", "time", "result", "written to")]
         rows += [(s.name, f"{s.seconds:.0f} s", s.result, s.artefact) for s in self.stages]
@@ -70,7 +95,7 @@ class DemoSummary:
 
 
 def _header(i: int, text: str) -> None:
-    print(f"\n== [{i}/7] {text}", flush=True)
+    print(f"\n== [{i}/8] {text}", flush=True)
 
 
 def run_demo(settings: DemoSettings) -> DemoSummary:
@@ -118,23 +143,18 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
                                    f"max_steps={s.steps}", f"seed={s.seed}",
                                    f"data.dataset={s.dataset}", f"validation.dataset={s.dataset}"])
     result = run(cfg, resume=False)
-    last = _last_step_metrics(result.output_dir / "metrics.jsonl")
-    summary.figures["last_step"] = last
-    stage("Cooper RL", t0, f"{result.steps} steps; reward {last.get('reward/rm_mean', 0):.2f}, "
-          f"verified {last.get('reward/rule_mean', 0):.2f}, pairs {last.get('rm/pairs', 0):.0f}",
-          result.output_dir)
+    _header(6, "report of the Cooper run (cooper report)")
+    summary.add_cooper_run(result.output_dir, cfg.reward.mode, time.perf_counter() - t0)
 
-    _header(6, "evaluate the trained policy on the same problems")
+    _header(7, "evaluate the trained policy on the same problems")
     t0 = time.perf_counter()
     after = _evaluate(HFGenerator.load(str(result.output_dir / "policy")), held_out, sampling,
                       out / "eval_after.json")
     summary.figures["accuracy_after"] = after
     stage("evaluate after", t0, f"accuracy {after:.3f}", out / "eval_after.json")
 
-    _header(7, "summary")
-    (out / "summary.json").write_text(json.dumps(
-        {"settings": asdict(s), "stages": [asdict(x) for x in summary.stages],
-         "figures": summary.figures}, indent=1, default=str))
+    _header(8, "summary")
+    summary.write(out / "summary.json")
     return summary
 
 
@@ -158,9 +178,3 @@ def _evaluate(generator, problems, sampling, path: Path) -> float:
     result = evaluate_problems(generator, problems, sampling, benchmark="demo", progress=True)
     path.write_text(json.dumps(asdict(result.metrics), indent=1, default=str))
     return result.metrics.accuracy
-
-
-def _last_step_metrics(path: Path) -> dict[str, float]:
-    rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-    steps = [r for r in rows if "loss" in r]
-    return steps[-1] if steps else {}

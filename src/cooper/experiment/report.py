@@ -8,11 +8,11 @@ that has not finished is listed as such; the first round's single-seed folders t
   top-wrong, the reward model's group AUROC, its probe accuracy and AUROC), each arm as the mean
   over seeds with a min-max band;
 - ``report.md`` (images beside it) and ``report.html`` (images embedded as base64, so the one
-  file works offline). They lead with the verdict (:mod:`cooper.experiment.verdict`: per arm,
-  hacked or not, final accuracy against the rule arm, probe AUROC first and last), then the
-  final table (arms x benchmarks + average, the initial policy as the "no RL" row), the hacking
-  figures, the curves, the arms' settings, the configuration, run time, and an appendix with
-  every seed's figures and the software versions.
+  file works offline; both written by :mod:`cooper.experiment.document`). They lead with the
+  verdict (:mod:`cooper.experiment.verdict`: per arm, hacked or not, final accuracy against the
+  rule arm, probe AUROC first and last), then the final table (arms x benchmarks + average, the
+  initial policy as the "no RL" row), the hacking figures, the curves, the arms' settings, the
+  configuration, run time, and an appendix with every seed's figures and the software versions.
 
 Every figure over seeds is the mean and the range (min to max); every number is computed from
 the raw records (:mod:`cooper.experiment.figures`) with its definition written next to it.
@@ -20,17 +20,15 @@ the raw records (:mod:`cooper.experiment.figures`) with its definition written n
 
 from __future__ import annotations
 
-import base64
-import html
 import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from cooper.errors import UserError
+from cooper.experiment.document import ReportPaths, duration, write_report
 from cooper.experiment.figures import Arm, Run, hacking_figures, spread
 from cooper.experiment.layout import SETTINGS_FILE, STATUS_FILE, arm_dir, seed_folders, setup_dir
 from cooper.experiment.plots import arm_label, make_plots
@@ -38,16 +36,6 @@ from cooper.experiment.verdict import fmt, seed_verdict, verdict_sentences, verd
 from cooper.infra.files import read_json
 
 NOT_RUN = "not run yet"
-
-
-@dataclass(frozen=True)
-class ReportPaths:
-    """Where :func:`build_report` wrote the report."""
-
-    folder: Path
-    html: Path
-    markdown: Path
-    plots: list[Path]
 
 
 # ------------------------------------------------------------------ reading the folder
@@ -172,18 +160,12 @@ def arms_table(settings: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
-def _duration(seconds: float) -> str:
-    m, s = divmod(int(round(seconds)), 60)
-    h, m = divmod(m, 60)
-    return f"{h} h {m:02d} min" if h else f"{m} min {s:02d} s"
-
-
 def _durations(values: list[float]) -> str:
     s = spread(values)
     if s is None:
         return NOT_RUN
-    return _duration(s.mean) if s.n == 1 else (f"{_duration(s.mean)} per seed ({_duration(s.lo)} "
-                                               f"to {_duration(s.hi)})")
+    return duration(s.mean) if s.n == 1 else (f"{duration(s.mean)} per seed ({duration(s.lo)} "
+                                              f"to {duration(s.hi)})")
 
 
 def run_times(setups: list[dict | None], arms: list[Arm], status: dict) -> list[list[str]]:
@@ -202,11 +184,11 @@ def run_times(setups: list[dict | None], arms: list[Arm], status: dict) -> list[
         if finals:
             rows.append([f"{a.name}: final evaluation", _durations(finals)])
         total += sum(t["seconds"] for t in trained) + sum(finals)
-    rows.append(["total", _duration(total)])
+    rows.append(["total", duration(total)])
     walls = [s["seconds"] for s in status.get("sessions", []) if s.get("seconds")]
     if walls:
         rows.append(["wall clock of the sessions (stages may run in parallel: --jobs)",
-                     _duration(sum(walls))])
+                     duration(sum(walls))])
     return rows
 
 
@@ -318,69 +300,4 @@ def build_report(folder: str | Path, out: str | Path | None = None) -> ReportPat
         ("table", seed_table(arms)),
         ("h2", "Versions"), ("table", versions),
     ]
-    md_path = report_dir / "report.md"
-    md_path.write_text(_markdown(blocks))
-    html_path = report_dir / "report.html"
-    html_path.write_text(_html(blocks))
-    return ReportPaths(report_dir, html_path, md_path, plots)
-
-
-def _md_table(rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
-    lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
-    return "\n".join(lines)
-
-
-def _markdown(blocks: list[tuple]) -> str:
-    parts = []
-    for kind, *body in blocks:
-        if kind in ("h1", "h2"):
-            parts.append(f"{'#' * int(kind[1])} {body[0]}\n")
-        elif kind == "note":
-            parts.append(f"**{body[0]}**\n")
-        elif kind == "p":
-            parts.append(body[0] + "\n")
-        elif kind == "ul":
-            parts.append("\n".join(f"- {x}" for x in body[0]) + "\n")
-        elif kind == "table":
-            parts.append(_md_table(body[0]) + "\n")
-        elif kind == "figure":
-            parts += [f"![{body[0].stem}]({body[0].name})\n", body[1] + "\n"]
-    return "\n".join(parts)
-
-
-CSS = """body{font-family:sans-serif;max-width:980px;margin:2em auto;padding:0 1em;color:#222;
-background:#fff}table{border-collapse:collapse;margin:.5em 0 1.5em;display:block;overflow-x:auto}
-th,td{border:1px solid #bbb;padding:.3em .6em;text-align:left}th{background:#eef2f7}
-img{max-width:100%;border:1px solid #ddd}.note{background:#fff3cd;padding:.5em 1em;
-border:1px solid #e0c97f}figcaption{color:#555;margin-bottom:1.5em}"""
-
-
-def _html_table(rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>"
-                   for r in rows[1:])
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _html(blocks: list[tuple]) -> str:
-    e = html.escape
-    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{e(TITLE)}</title>"
-             f"<style>{CSS}</style></head><body>"]
-    for kind, *body in blocks:
-        if kind in ("h1", "h2"):
-            parts.append(f"<{kind}>{e(body[0])}</{kind}>")
-        elif kind == "note":
-            parts.append(f"<p class='note'>{e(body[0])}</p>")
-        elif kind == "p":
-            parts.append(f"<p>{e(body[0])}</p>")
-        elif kind == "ul":
-            parts.append("<ul>" + "".join(f"<li>{e(x)}</li>" for x in body[0]) + "</ul>")
-        elif kind == "table":
-            parts.append(_html_table(body[0]))
-        elif kind == "figure":
-            data = base64.b64encode(body[0].read_bytes()).decode("ascii")
-            parts.append(f"<figure><img alt='{e(body[0].stem)}' src='data:image/png;base64,"
-                         f"{data}'><figcaption>{e(body[1])}</figcaption></figure>")
-    parts.append("</body></html>\n")
-    return "".join(parts)
+    return write_report(blocks, report_dir, plots)
