@@ -40,8 +40,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from cooper.data.perturb import gold_solution, rewrite_final_answer, wrong_answer
-from cooper.data.surface_forms import (FORMS, any_form, final_statement, join, split_solution,
-                                      strip_annotations)
+from cooper.data.surface_forms import (
+    FORMS,
+    any_form,
+    final_statement,
+    join,
+    split_solution,
+    strip_annotations,
+)
 from cooper.types import Problem
 from cooper.verify.extraction import normalize_reference
 from cooper.verify.verifier import Verifier
