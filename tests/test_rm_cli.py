@@ -119,3 +119,22 @@ def test_bench_rm_writes_its_keys(trained, capsys):
     assert result["speedup"] > 0 and result["padded_tokens"] <= result["naive_padded_tokens"]
     assert result["max_score_difference"] < 1e-4
     assert code == 0 and "environment" in result and '"speedup"' in stdout
+
+
+def test_eval_balance_keeps_every_rare_row_and_as_many_of_the_other(trained, capsys, tmp_path):
+    _, out, _ = trained
+    rows = [json.loads(x) for x in _write(tmp_path / "all.jsonl", 30, seed=2).read_text().split("\n")
+            if x]
+    skewed = [r for r in rows if not r["label"]] + [r for r in rows if r["label"]][:6]
+    path = tmp_path / "skewed.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in skewed))
+    code, stdout, _ = _in_process(capsys, "rm", "eval", "--model", out, "--data", path, "--json",
+                                  "--balance", "0")
+    result = json.loads(stdout.strip().splitlines()[-1])
+    assert code == 0 and result["n"] == 12 and result["confusion"]["tp"] + \
+        result["confusion"]["fn"] == 6
+    one_label = tmp_path / "wrong_only.jsonl"
+    one_label.write_text("".join(json.dumps(r) + "\n" for r in skewed if not r["label"]))
+    code, _, stderr = _in_process(capsys, "rm", "eval", "--model", out, "--data", one_label,
+                                  "--balance", "0")
+    assert code != 0 and "both labels" in stderr

@@ -35,6 +35,10 @@ def register(rsub: argparse._SubParsersAction) -> None:
     ev.add_argument("--n", type=int, default=None,
                     help="the suite's problems: the first N of the split (default: 40)")
     ev.add_argument("--threshold", type=float, default=0.5, help="(default: %(default)s)")
+    ev.add_argument("--balance", type=int, default=None, metavar="SEED",
+                    help="score a label-balanced subset of --data: every row of the rarer label "
+                         "and as many of the other, drawn with SEED (real completions are "
+                         "mostly wrong; accuracy on them alone rewards saying 'wrong')")
     ev.add_argument("--json", action="store_true",
                     help="end with one JSON object holding every figure")
     ev.add_argument("--plot", default=None, metavar="FILE.png",
@@ -96,6 +100,24 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def balanced(rows: list, seed: int) -> list:
+    """Every row of the rarer label and as many rows of the other, drawn with ``seed``, in
+    their file order; an error when one label is missing (nothing to balance with)."""
+    import random
+
+    from cooper.errors import UserError
+
+    by_label = {True: [i for i, r in enumerate(rows) if r.label],
+                False: [i for i, r in enumerate(rows) if not r.label]}
+    k = min(len(v) for v in by_label.values())
+    if k == 0:
+        raise UserError("--balance needs rows of both labels; this file has "
+                        f"{len(by_label[True])} correct and {len(by_label[False])} wrong")
+    rng = random.Random(seed)
+    keep = sorted(i for v in by_label.values() for i in rng.sample(v, k))
+    return [rows[i] for i in keep]
+
+
 def _blank(rows):
     from dataclasses import replace
 
@@ -108,6 +130,9 @@ def _eval_file(args: argparse.Namespace, rm):
     from cooper.rm.report import eval_report, format_report
 
     rows = load_rows(args, args.data, require_label=True)
+    if args.balance is not None:
+        rows.rows = balanced(rows.rows, args.balance)
+        print(f"balanced: {len(rows.rows)} rows, half of each label (seed {args.balance})")
     t0 = time.perf_counter()
     scores = rm.score(rows.triples, batch_size=args.batch_size, progress=not args.json)
     seconds = time.perf_counter() - t0
