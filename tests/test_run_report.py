@@ -96,12 +96,17 @@ def test_totals_by_hand(tmp_path):
     assert t.top_wrong_second_half == pytest.approx(0.5 / 3)
     assert (t.val_first, t.val_last) == (0.25, 0.5)  # step 0 and step 8
     assert t.step_seconds == pytest.approx(3.0)
-    assert headline(t) == ("8 steps; 21 pairs (negatives: 11 rollout, 8 assistant, 2 fallback); "
-                           "RM updated on 7 of 8 steps; agreement 0.50 -> 0.88 (first -> last "
+    assert t.steps_with_pairs == 8  # every step had a rollout or an assistant negative
+    emptier = cooper_rows()
+    for r in emptier[3:5]:  # steps 3 and 4 made no pair
+        r["rm/pairs"] = 0
+    assert run_totals(emptier, "cooper").steps_with_pairs == 6
+    assert headline(t) == ("8 steps; 21 pairs on 8 steps (negatives: 11 rollout, 8 assistant, "
+                           "2 fallback); RM updated on 7 of 8 steps; agreement 0.50 -> 0.88 (first -> last "
                            "step); verified 0.30 -> 0.70 (first -> last quarter)")
     text = " ".join(summary_sentences(t))
-    assert ("21 (positive, negative) pairs made in total; negatives by source: 11 from the "
-            "policy's own wrong rollouts, 8 written by the assistant, 2 by the rule-based "
+    assert ("21 (positive, negative) pairs made in total, on 8 of 8 steps; negatives by source: "
+            "11 from the policy's own wrong rollouts, 8 written by the assistant, 2 by the rule-based "
             "fallback. 1 of 14 positives got no pair.") in text
     assert "updated on 7 of 8 steps (a step without pairs, or with a non-finite loss" in text
     assert "0.500 of the rollouts at the first step and 0.875 at the last" in text
@@ -217,7 +222,8 @@ def test_demo_summary_uses_the_run_totals_and_writes_the_report(tmp_path):
     assert saved["figures"]["cooper_report"] == str(report) and report.is_file()
     assert [s["name"] for s in saved["stages"]] == ["Cooper RL", "Cooper report"]
     table = summary.table()
-    assert "21 pairs (negatives: 11 rollout, 8 assistant, 2 fallback); RM updated on 7 of 8" in table
+    assert ("21 pairs on 8 steps (negatives: 11 rollout, 8 assistant, 2 fallback); "
+            "RM updated on 7 of 8") in table
     assert str(report) in table  # where the report went, in the table the user reads
 
 

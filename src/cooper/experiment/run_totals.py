@@ -109,6 +109,8 @@ class RunTotals:
     """the metric of the reward the policy was paid"""
     pairs: int | None
     """(positive, negative) pairs made, summed over the steps (rm/pairs)"""
+    steps_with_pairs: int | None
+    """steps that made at least one pair"""
     negatives_rollout: int | None
     """pairs whose negative is one of the policy's own wrong rollouts (rm/pairs_rollout)"""
     negatives_assistant: int | None
@@ -156,7 +158,10 @@ def run_totals(rows: list[dict[str, Any]], mode: str | None = None) -> RunTotals
     key = paid_key(mode)
     return RunTotals(
         steps=len(train), mode=mode, paid_key=key,
-        pairs=_sum(train, "rm/pairs"), negatives_rollout=_sum(train, "rm/pairs_rollout"),
+        pairs=_sum(train, "rm/pairs"),
+        steps_with_pairs=(sum(v > 0 for v in values(train, "rm/pairs"))
+                          if values(train, "rm/pairs") else None),
+        negatives_rollout=_sum(train, "rm/pairs_rollout"),
         negatives_assistant=_sum(train, "rm/valid_negatives"),
         negatives_fallback=_sum(train, "rm/fallback_negatives"),
         positives=_sum(train, "rm/positives"), dropped=_sum(train, "rm/dropped_pairs"),
@@ -190,7 +195,8 @@ def summary_sentences(t: RunTotals) -> list[str]:
                    "rm_update.pair_metrics), so there are no negatives, updates or pair "
                    "accuracy to report.")
     else:
-        text = (f"{t.pairs} (positive, negative) pairs made in total; negatives by source: "
+        text = (f"{t.pairs} (positive, negative) pairs made in total, on {t.steps_with_pairs} of "
+                f"{t.steps} steps; negatives by source: "
                 f"{t.negatives_rollout or 0} from the policy's own wrong rollouts, "
                 f"{t.negatives_assistant or 0} written by the assistant, "
                 f"{t.negatives_fallback or 0} by the rule-based fallback.")
@@ -240,9 +246,9 @@ def headline(t: RunTotals) -> str:
     """The run in one line (the demo's summary table)."""
     parts = [f"{t.steps} steps"]
     if t.pairs is not None:
-        parts.append(f"{t.pairs} pairs (negatives: {t.negatives_rollout or 0} rollout, "
-                     f"{t.negatives_assistant or 0} assistant, {t.negatives_fallback or 0} "
-                     f"fallback)")
+        parts.append(f"{t.pairs} pairs on {t.steps_with_pairs} steps (negatives: "
+                     f"{t.negatives_rollout or 0} rollout, {t.negatives_assistant or 0} "
+                     f"assistant, {t.negatives_fallback or 0} fallback)")
         parts.append(f"RM updated on {t.rm_updates or 0} of {t.steps} steps")
     if t.agreement_first is not None:
         parts.append(f"agreement {t.agreement_first:.2f} -> {t.agreement_last:.2f} "
