@@ -9,6 +9,7 @@ model even when its batch repeats an earlier one exactly.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -38,6 +39,9 @@ class CountingRM:
 class CountingUpdater:
     def __init__(self, rm: CountingRM):
         self.rm = rm
+
+    def keeping_states(self):
+        return contextlib.nullcontext()
 
     def step(self, positives, negatives, *, reduce_grads=None, global_pairs=None):
         self.rm.version += 1

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from cooper.rm.model import RewardModel
-from cooper.rm.trunk import FrozenTrunk, unsupported
+from cooper.rm.trunk import FrozenTrunk, trained_top_layers, unsupported
+from cooper.rm.update import PairwiseUpdater
 from cooper.types import Triple
 
 TRIPLES = [Triple("What is 3+4?", "7", "3+4=7. " * n + "#### 7") for n in (1, 4, 9)]
@@ -48,3 +49,81 @@ def test_when_the_cache_is_not_used(rm):
     assert unsupported(rm, 1, 100) is None
     rm.model.config.attention_dropout = 0.1
     assert "dropout" in unsupported(rm, 1, 100)
+
+
+# --------------------------------------------------------- the online update (rm.trunk.StepStates)
+
+SCORED = [Triple("What is 3+4?", "7", t) for t in
+          ("3+4=7. #### 7", "Add them: 3+4=7. " * 3 + "#### 7", "3+4=8. #### 8", "7-1=6. #### 6")]
+WRITTEN = Triple("What is 3+4?", "7", "3+4=7, so " * 2 + "#### 9")  # never scored
+
+
+def _updater(tiny_models, *, reuse: bool, epochs: int = 2) -> PairwiseUpdater:
+    rm = RewardModel.load(tiny_models.reward, max_length=256)
+    rm.train_top_layers(1)
+    updater = PairwiseUpdater(rm, lr=1e-3, micro_batch_size=1, epochs=epochs)
+    assert updater.step_states is not None
+    if not reuse:
+        updater.step_states = None  # every pass runs the full model
+    return updater
+
+
+def test_the_update_on_scoring_states_equals_the_full_model(tiny_models):
+    cached, full = _updater(tiny_models, reuse=True), _updater(tiny_models, reuse=False)
+    states = cached.step_states
+    with cached.keeping_states():
+        scores = cached.rm.score(SCORED, batch_size=3)  # two batches, right-padded
+    assert scores == full.rm.score(SCORED, batch_size=3)  # scoring itself is unchanged
+    assert len(states) == len(SCORED) and not cached.rm.model._forward_pre_hooks
+    ids = [cached.rm.encode(t) for t in SCORED]
+    trunk = FrozenTrunk(cached.rm, 1)
+    for kept, fresh in zip((states._states[tuple(i)] for i in ids), trunk.states(ids), strict=True):
+        assert torch.allclose(kept, fresh, atol=1e-6)
+
+    # logits and gradients from the kept states (made in inference mode) equal the full model's
+    cached.rm.model.eval()
+    logits = states.logits(ids)
+    logits.sum().backward()
+    grads = {n: p.grad.clone() for n, p in cached.rm.model.named_parameters() if p.requires_grad}
+    cached.rm.model.zero_grad(set_to_none=True)
+    expected = cached.rm.logits_of_ids(ids)
+    expected.sum().backward()
+    assert logits.tolist() == pytest.approx(expected.tolist(), abs=1e-5)
+    for name, p in cached.rm.model.named_parameters():
+        if p.requires_grad:
+            assert torch.allclose(p.grad, grads[name], atol=1e-5), name
+    cached.rm.model.zero_grad(set_to_none=True)
+    assert states.agrees is True and (states.reused, states.computed) == (4, 0)
+
+    # two epochs of pairs, one negative written by an assistant (not scored): same update
+    positives, negatives = [SCORED[0], SCORED[1]], [SCORED[2], WRITTEN]
+    a, b = cached.step(positives, negatives), full.step(positives, negatives)
+    assert (states.reused, states.computed) == (4 + 3 + 4, 1)  # WRITTEN ran once, then kept
+    assert len(states) == 0  # the states belong to the step
+    assert a.loss == pytest.approx(b.loss, abs=1e-6) and a.pair_acc_before == b.pair_acc_before
+    assert a.grad_norm == pytest.approx(b.grad_norm, rel=1e-4) and a.changed_fraction > 0.9
+    # the weights moved by about 2 x lr = 2e-3; AdamW divides each gradient by its own size, so
+    # float32 rounding in a near-zero gradient can move a weight ~1e-6 differently
+    for (name, p), q in zip(cached.rm.model.named_parameters(), full.rm.model.parameters(),
+                            strict=True):
+        assert torch.allclose(p, q, atol=1e-5), name
+
+
+def test_states_are_kept_only_when_the_lower_layers_are_frozen(tiny_models):
+    rm = RewardModel.load(tiny_models.reward, max_length=256)
+    assert trained_top_layers(rm) is None and PairwiseUpdater(rm).step_states is None
+    rm.train_top_layers(1)
+    assert trained_top_layers(rm) == 1
+    rm.model.base_model.embed_tokens.weight.requires_grad_(True)  # the lower pass would change
+    assert trained_top_layers(rm) is None and PairwiseUpdater(rm).step_states is None
+
+
+def test_the_kept_states_are_bounded(tiny_models):
+    updater = _updater(tiny_models, reuse=True)
+    states = updater.step_states
+    states.max_bytes = 1
+    with updater.keeping_states():
+        updater.rm.score(SCORED)
+    assert len(states) == 0  # nothing fits: the update computes them
+    stats = updater.step(SCORED[:1], SCORED[2:3])
+    assert stats.pairs == 1 and states.computed == 2 * 2 and states.reused == 0

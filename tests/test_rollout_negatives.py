@@ -7,6 +7,7 @@ it is a correct answer and must never be taught as a wrong one.
 
 from __future__ import annotations
 
+import contextlib
 from functools import partial
 
 import pytest
@@ -48,6 +49,9 @@ class RecordingUpdater:
     def __init__(self):
         self.calls = []
 
+    def keeping_states(self):
+        return contextlib.nullcontext()
+
     def step(self, positives, negatives, *, reduce_grads=None, global_pairs=None):
         self.calls.append(([t.completion for t in positives], [t.completion for t in negatives]))
         return PairwiseStats(0.3, 1.0, 0.1, len(positives), False, 1.0)
@@ -78,6 +82,29 @@ def test_cooper_pairs_each_positive_with_its_hardest_trusted_wrong_rollouts(k):
     assert st.loss == pytest.approx(0.3) and st.changed_fraction == 1.0
     # the calibration-free metrics of the step: the top score (0.95) went to a wrong rollout
     assert stats.top_wrong == 1.0 and 0 < stats.group_auroc < 1
+
+
+def test_the_update_reuses_the_scoring_pass_of_training_steps_only(tiny_models):
+    from cooper.rm.model import RewardModel
+    from cooper.rm.update import PairwiseUpdater
+
+    texts = ["so \\boxed{4}", "so \\boxed{5}", "so \\boxed{6}"]
+    cfg = load_config(None, ["reward.mode=cooper", "reward.model=x", "rm_update.negatives=rollouts"])
+    rm = RewardModel.load(tiny_models.reward, max_length=256)
+    rm.train_top_layers(1)  # as rm_update.train_layers=1
+    updater = PairwiseUpdater(rm)
+    cooper = CooperReward(cfg, rm=rm, updater=updater, verify=partial(verify_batch, mode="strict"),
+                          verify_lenient=partial(verify_batch, mode="lenient"))
+    args = (["p"] * 3, ["What is 2 + 2?"] * 3, ["4"] * 3, texts)
+    cooper.score(*args, step=0, training=False)
+    assert len(updater.step_states) == 0  # an evaluation keeps nothing
+    cooper.score(*args, step=1)
+    assert len(updater.step_states) == 3
+    st = cooper.update()
+    assert st.pairs == 2 and st.updated
+    # both pairs' members came from the scoring pass; nothing is kept after the update
+    assert (updater.step_states.reused, updater.step_states.computed) == (4, 0)
+    assert len(updater.step_states) == 0
 
 
 def test_both_sources_make_pairs_and_rollouts_need_no_assistant():

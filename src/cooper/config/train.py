@@ -193,7 +193,8 @@ class RMUpdateConfig:
     """passes (optimiser steps) over each step's pairs (paper's code: 1; method summary: 3)"""
     train_layers: int | None = None
     """update only the top k decoder layers and the score head (None = every layer, as in the
-    paper); the rest stay frozen: less memory and a shorter backward pass on a laptop"""
+    paper); the rest stay frozen: less memory, a shorter backward pass, and the update runs only
+    the top k layers on what the step's scoring pass computed below them (same gradients)"""
 
 
 @dataclass

@@ -6,7 +6,9 @@ One RL step (``method.md``, Part 2) as it happens here:
 Stage 1, :meth:`CooperReward.score` (when the policy's rewards are computed):
   1. verify every completion against the reference (rule-based, precise);
   2. score every completion with the *current* reward model: that is the policy's reward in the
-     ``rm`` and ``cooper`` modes, the verdict is the reward in ``rule`` mode;
+     ``rm`` and ``cooper`` modes, the verdict is the reward in ``rule`` mode; when only the
+     reward model's top layers are updated, the update keeps this pass's hidden states below
+     them (:class:`cooper.rm.trunk.StepStates`);
   3. gather the step's rollouts from every process, pick positives (verified correct), and hand
      each process its share; with rollout negatives, pair each positive with its prompt's
      wrong rollouts, hardest first, now, while the scores are the ones the policy is paid by; an
@@ -25,6 +27,7 @@ came from the reward model *before* its update):
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import random
@@ -145,9 +148,14 @@ class CooperReward:
         scores: list[float | None] = [None] * len(completions)
         if self.plan.scores_with_rm:
             t = time.perf_counter()
-            scores = self.rm.score([Triple(q, r, c) for q, r, c in
-                                    zip(questions, references, completions, strict=True)],
-                                   batch_size=self.score_batch_size)
+            # with the lower layers frozen, Stage 2 reuses what this pass computes below the
+            # trained ones (PairwiseUpdater.keeping_states)
+            keep = (self.updater.keeping_states() if training and self.plan.stage2 is Stage2.UPDATE
+                    else contextlib.nullcontext())
+            with keep:
+                scores = self.rm.score([Triple(q, r, c) for q, r, c in
+                                        zip(questions, references, completions, strict=True)],
+                                       batch_size=self.score_batch_size)
             seconds["rm_score"] = time.perf_counter() - t
         rollouts = [Rollout(str(pid), q, ref, c, bool(v.correct), v.extracted, s)
                     for pid, q, ref, c, v, s in zip(problem_ids, questions, references,

@@ -26,7 +26,7 @@ from cooper.errors import UserError
 from cooper.rm.losses import bce_loss
 from cooper.rm.metrics import BinaryMetrics, binary_metrics
 from cooper.rm.model import RewardModel, progress_bar
-from cooper.rm.trunk import FrozenTrunk, unsupported
+from cooper.rm.trunk import FrozenTrunk, agreement_tolerance, unsupported
 
 if TYPE_CHECKING:
     import torch
@@ -136,8 +136,7 @@ def _frozen_trunk(rm: RewardModel, config: RMTrainConfig, encoded: list[list[int
     states = trunk.states(encoded, batch_size=2 * config.batch_size, progress=progress)
     probe = list(range(min(len(encoded), config.batch_size)))
     diff = trunk.agrees([encoded[i] for i in probe], [states[i] for i in probe])
-    tolerance = 1e-3 if rm.model.dtype.itemsize >= 4 else 5e-2
-    if diff > tolerance:
+    if diff > agreement_tolerance(rm):
         log.warning("frozen-layer cache disagrees with the full model by %.2g; running full "
                     "forward passes instead", diff)
         return None, []

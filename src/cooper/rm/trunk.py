@@ -14,12 +14,17 @@ This needs a base model of the ``embed_tokens -> layers -> norm`` shape with a `
 whose forward does not rescale ``inputs_embeds`` (Llama, SmolLM, Qwen2/3, Mistral, ...);
 :func:`unsupported` says why another model is not handled, and training then runs full forward
 passes. The first batch is also computed both ways and must agree before the cache is used.
+
+:class:`StepStates` applies the same idea to Cooper's online update (``rm_update.train_layers``):
+the step's scoring pass has just run the frozen layers on every rollout, so the update keeps
+their output instead of running them again.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -31,8 +36,37 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_CACHE_BYTES = 4 << 30
+# what StepStates keeps of one RL step's scoring pass at most; inputs beyond it are recomputed
+DEFAULT_STEP_CACHE_BYTES = 1 << 30
 # forward passes that scale inputs_embeds themselves (Gemma multiplies by sqrt(hidden_size))
 _RESCALING_FAMILIES = ("gemma",)
+
+
+def agreement_tolerance(rm: RewardModel) -> float:
+    """Largest logit difference accepted between the cached path and the full model."""
+    return 1e-3 if rm.model.dtype.itemsize >= 4 else 5e-2
+
+
+def trained_top_layers(rm: RewardModel) -> int | None:
+    """K when every trainable weight of ``rm`` lies in its top K decoder layers, the final norm
+    or the score head (as :meth:`RewardModel.train_top_layers` leaves it); None otherwise (every
+    layer trained, no trainable weight, or a model not of the ``layers`` shape)."""
+    import torch
+
+    model = rm.model
+    layers = getattr(model.base_model, "layers", None)
+    if not isinstance(layers, torch.nn.ModuleList) or not hasattr(model.base_model, "norm") \
+            or not hasattr(model, "score"):
+        return None
+    trained = [i for i, layer in enumerate(layers)
+               if any(p.requires_grad for p in layer.parameters())]
+    if not trained:
+        return None
+    allowed = {id(p) for m in (*layers[trained[0]:], model.base_model.norm, model.score)
+               for p in m.parameters()}
+    if any(p.requires_grad and id(p) not in allowed for p in model.parameters()):
+        return None
+    return len(layers) - trained[0]
 
 
 def unsupported(rm: RewardModel, k: int | None, total_tokens: int,
@@ -134,3 +168,102 @@ class FrozenTrunk:
             diff = (self.logits(states) - self.rm.logits_of_ids(ids)).abs().max().item()
         self.rm.model.train(was_training)
         return diff
+
+
+class StepStates:
+    """The frozen layers' output from an RL step's scoring pass, reused by the step's update.
+
+    Why: with ``rm_update.train_layers=K`` Cooper's pairwise update trains only the top K
+    layers, and the hidden states entering them are a fixed function of the input (the layers
+    below are frozen and have no dropout). The step has just computed them for every rollout
+    when it scored the rollouts, and every pair's positive, and each rollout negative, is such a
+    rollout. While :meth:`keeping` is open, every forward of the reward model keeps them, keyed
+    by the input's token ids (forward hooks: the scoring pass itself is unchanged, bit for bit);
+    :meth:`logits` then runs only the top K layers, forward and backward, on them: the logits and
+    gradients of a full forward, for K/N of its forward cost (ours, an optimisation with the
+    same result; the paper trains every layer, so it does not apply there). Inputs that were not
+    scored (an assistant's negatives, another process's rollouts) have their frozen layers run
+    once without grad, which is what the full forward does for them too, and are kept for the
+    update's later epochs.
+
+    At most ``max_bytes`` are kept; the rest are recomputed when needed. Each scoring pass
+    starts empty and :meth:`clear` empties it after the update, so states live for one step.
+    The first use compares the cached path with the full model, as :func:`cooper.rm.training`
+    does, and falls back to full forward passes for good if they disagree.
+    """
+
+    def __init__(self, rm: RewardModel, k: int, max_bytes: int = DEFAULT_STEP_CACHE_BYTES):
+        self.trunk, self.max_bytes = FrozenTrunk(rm, k), max_bytes
+        self._states: dict[tuple[int, ...], torch.Tensor] = {}  # token ids -> [L, H]
+        self.bytes = 0
+        self.agrees: bool | None = None  # None until the first use has been checked
+        self.reused = self.computed = 0  # inputs taken from scoring / whose frozen layers ran
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def clear(self) -> None:
+        self._states.clear()
+        self.bytes = 0
+
+    def _keep(self, key: tuple[int, ...], state: torch.Tensor) -> None:
+        size = state.numel() * state.element_size()
+        if key not in self._states and self.bytes + size <= self.max_bytes:
+            self._states[key] = state.clone()  # [L, H], not a view that keeps the whole batch
+            self.bytes += size
+
+    @contextlib.contextmanager
+    def keeping(self) -> Iterator[None]:
+        """Keep the states entering the first trained layer of every reward-model forward."""
+        self.clear()
+        if self.agrees is False:
+            yield
+            return
+        rm, base, split = self.trunk.rm, self.trunk.base, self.trunk.split
+        inputs: list[tuple[torch.Tensor, torch.Tensor | None]] = []  # this forward's ids, mask
+
+        def take_inputs(module, args, kwargs) -> None:
+            inputs[:] = [(kwargs["input_ids"], kwargs.get("attention_mask"))] \
+                if kwargs.get("input_ids") is not None else []
+
+        def take_states(module, args, kwargs) -> None:
+            hidden = args[0] if args else kwargs["hidden_states"]  # [B, L, H]
+            if not inputs:
+                return
+            ids, mask = inputs.pop()  # [B, L], [B, L]
+            lengths = mask.sum(dim=1).tolist() if mask is not None else [ids.shape[1]] * len(ids)
+            for i, (row, n) in enumerate(zip(ids.tolist(), lengths, strict=True)):
+                self._keep(tuple(row[:n]), hidden[i, :n])  # right padding: [L_i, H]
+
+        handles = [rm.model.register_forward_pre_hook(take_inputs, with_kwargs=True),
+                   base.layers[split].register_forward_pre_hook(take_states, with_kwargs=True)]
+        try:
+            yield
+        finally:
+            for h in handles:
+                h.remove()
+
+    def logits(self, ids: Sequence[list[int]]) -> torch.Tensor:
+        """Raw logits [B] of encoded inputs, with grad through the trained layers only."""
+        keys = [tuple(i) for i in ids]
+        states = {k: self._states[k] for k in keys if k in self._states}
+        self.reused += sum(k in states for k in keys)
+        missing = [k for k in dict.fromkeys(keys) if k not in states]
+        if missing:
+            self.computed += len(missing)
+            for key, state in zip(missing, self.trunk.states([list(k) for k in missing]),
+                                  strict=True):
+                states[key] = state
+                self._keep(key, state)
+        ordered = [states[k] for k in keys]  # [L_i, H] each
+        if self.agrees is None:
+            diff = self.trunk.agrees(ids, ordered)
+            if math.isfinite(diff):  # a non-finite model (a skipped update) decides nothing
+                self.agrees = diff <= agreement_tolerance(self.trunk.rm)
+                if not self.agrees:
+                    log.warning("reward-model update: the frozen-layer cache disagrees with the "
+                                "full model by %.2g; running full forward passes instead", diff)
+                    self.clear()
+        if not self.agrees:
+            return self.trunk.rm.logits_of_ids(ids)
+        return self.trunk.logits(ordered)

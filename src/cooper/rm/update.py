@@ -15,10 +15,15 @@ weights an update moved, so an update that changes nothing shows.
 
 The forward runs with dropout off (as TRL trains the policy), so the pair accuracy measured on
 it before the update is the same measurement a frozen reward model gets in the other arms.
+
+With only the top layers trained (``rm_update.train_layers``), the update runs only those on
+the hidden states the step's scoring pass computed below them (:meth:`PairwiseUpdater.keeping_states`,
+:class:`cooper.rm.trunk.StepStates`): the same logits and gradients, a fraction of the forward.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from collections.abc import Callable, Sequence
@@ -28,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from cooper.errors import UserError
 from cooper.rm.losses import pair_objective
 from cooper.rm.training import param_groups
+from cooper.rm.trunk import StepStates, trained_top_layers, unsupported
 
 if TYPE_CHECKING:
     import torch
@@ -87,6 +93,13 @@ class PairwiseUpdater:
         if not self.params:
             raise UserError("the reward model has no trainable parameters")
         self.optimizer = torch.optim.AdamW(param_groups(self.params, weight_decay), lr=lr)
+        # only the top layers trained: the step's scoring pass computes the rest (rm.trunk)
+        top = trained_top_layers(rm)
+        reason = unsupported(rm, top, 0)
+        self.step_states = StepStates(rm, top) if reason is None and top is not None else None
+        if top is not None and reason is not None:
+            log.info("reward-model update: full forward passes (frozen layers not reused: %s)",
+                     reason)
         total = sum(p.numel() for p in self.params)
         self._stride = max(1, math.ceil(total / CHANGE_SAMPLE))
         self.steps = 0  # updates applied
@@ -96,7 +109,19 @@ class PairwiseUpdater:
         """Evenly spaced trainable weights (all of them for a model under CHANGE_SAMPLE)."""
         return [p.detach().reshape(-1)[::self._stride].clone() for p in self.params]
 
-    def _pass(self, positives: Sequence[Triple], negatives: Sequence[Triple], total: int,
+    def keeping_states(self) -> contextlib.AbstractContextManager:
+        """While open, reward-model forwards keep the hidden states entering the trained layers
+        for this step's update (a no-op when every layer is trained; :class:`StepStates`)."""
+        return (self.step_states.keeping() if self.step_states is not None
+                else contextlib.nullcontext())
+
+    def _logits(self, ids: list[list[int]]) -> torch.Tensor:
+        """Raw logits [N] with grad: from kept states when the lower layers are frozen."""
+        if self.step_states is not None:
+            return self.step_states.logits(ids)
+        return self.rm.logits_of_ids(ids)
+
+    def _pass(self, positives: Sequence[list[int]], negatives: Sequence[list[int]], total: int,
               reduce_grads) -> tuple[float, int, bool, float]:
         """One pass over the pairs: gradients, summed across processes, clipped.
 
@@ -112,7 +137,7 @@ class PairwiseUpdater:
         n, m = len(positives), self.micro_batch_size
         for k in range(0, n, m):
             pos, neg = positives[k:k + m], negatives[k:k + m]
-            logits = self.rm.logits([*pos, *neg])  # [2m]: positives then negatives
+            logits = self._logits([*pos, *neg])  # [2m]: positives then negatives
             pos_l, neg_l = logits[:len(pos)], logits[len(pos):]  # [m], [m]
             # summed over the chunk and divided by the global count: micro-batches and
             # processes add up to the mean over all pairs
@@ -149,16 +174,19 @@ class PairwiseUpdater:
         if total < n:
             raise ValueError(f"global_pairs {global_pairs} is smaller than the local {n} pairs")
         if total == 0:  # no pair anywhere: every process knows it, so none calls reduce_grads
+            self._forget_states()
             return PairwiseStats(math.nan, math.nan, 0.0, 0, False)
 
         model = self.rm.model
         was_training = model.training
         model.eval()  # dropout off: gradients still flow (see the module docstring)
+        pos_ids = [self.rm.encode(t) for t in positives]  # encoded once for every epoch
+        neg_ids = [self.rm.encode(t) for t in negatives]
         before = self._sample()
         first: tuple[float, int, bool, float] | None = None
         skipped = False
         for _ in range(self.epochs):
-            loss_sum, right, finite, norm = self._pass(positives, negatives, total, reduce_grads)
+            loss_sum, right, finite, norm = self._pass(pos_ids, neg_ids, total, reduce_grads)
             first = first or (loss_sum, right, finite, norm)
             if not math.isfinite(norm):  # every process sees the same summed norm
                 self.optimizer.zero_grad(set_to_none=False)
@@ -171,6 +199,7 @@ class PairwiseUpdater:
         if not skipped:
             self.steps += 1
         model.train(was_training)
+        self._forget_states()
         after = self._sample()
         changed = sum(int((a != b).sum()) for a, b in zip(after, before, strict=True))
         sampled = sum(len(b) for b in before)
@@ -180,6 +209,11 @@ class PairwiseUpdater:
             pair_acc_before=right / n if n and finite else math.nan,
             grad_norm=norm, pairs=n, skipped=skipped,
             changed_fraction=changed / sampled)
+
+    def _forget_states(self) -> None:
+        """Drop the states kept for this step's update: they belong to this step's inputs."""
+        if self.step_states is not None:
+            self.step_states.clear()
 
     def state_dict(self) -> dict[str, Any]:
         """Optimizer state and counters (weights are saved with :meth:`RewardModel.save`).
