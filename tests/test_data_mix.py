@@ -213,7 +213,7 @@ def test_cli_writes_rows_with_kinds_and_a_summary(tmp_path, capsys):
     assert "number_only" not in {r["kind"] for r in rows}
     stats = json.loads((tmp_path / "train.stats.json").read_text())
     assert stats["rows"] == 60 and stats["mix"]["seed"] == 2 and stats["mix"]["number_only"] == 0
-    assert stats["kinds"]["answer_changed"]["target"] == 13  # 30 * 0.5 / 1.15
+    assert stats["kinds"]["answer_changed"]["target"] == 12  # 30 * 0.5 / 1.23
     assert "no --sample-from" in printed
     assert main(["data", "build", "--show-mix"]) == 0
     assert "degenerate_foreign" in capsys.readouterr().out

@@ -58,9 +58,9 @@ class DataMixConfig:
     """completions sampled from --sample-from that the verifier finds correct"""
 
     # ---- negatives (weights within the negatives)
-    answer_changed: float = 0.2
+    answer_changed: float = 0.12
     """a gold solution (any surface form) with its final answer changed consistently"""
-    final_changed: float = 0.1
+    final_changed: float = 0.18
     """a gold solution with its working as written and only the final answer changed"""
     cut_before_answer: float = 0.08
     """a gold solution cut off before it states its final answer"""
