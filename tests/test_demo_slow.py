@@ -14,25 +14,33 @@ pytestmark = pytest.mark.slow
 
 def test_demo_runs_every_stage_and_writes_its_artefacts(tmp_path):
     out = tmp_path / "demo"
-    proc = run_cli("demo", "--out", out, "--steps", "1", "--rm-triples", "16",
-                   "--eval-problems", "2", timeout=1800)
+    proc = run_cli("demo", "--out", out, "--steps", "1", "--rm-triples", "32", timeout=1800)
     summary = json.loads((out / "summary.json").read_text())
     names = [s["name"] for s in summary["stages"]]
-    assert names == ["prepare model", "labelled set", "train VerifyRM", "evaluate before",
-                     "Cooper RL", "Cooper report", "evaluate after"]
+    assert names == ["prepare model", "labelled set", "train VerifyRM", "robustness suite",
+                     "Cooper RL", "Cooper report", "hacking picture"]
     for stage in summary["stages"]:
         assert stage["seconds"] >= 0
         if stage["artefact"] and stage["name"] != "prepare model":
             assert Path(stage["artefact"]).exists(), stage
     figures = summary["figures"]
-    assert 0.0 <= figures["accuracy_before"] <= 1.0 and 0.0 <= figures["accuracy_after"] <= 1.0
+    assert 0.0 <= figures["suite_false_positive_rate"] <= 1.0
+    suite = json.loads((out / "robustness.json").read_text())
+    assert suite["overall"]["n"] > 0 and suite["dataset"] == "arith_small/test"
+    stats = json.loads((out / "rm_data.stats.json").read_text())
+    assert stats["rows"] == 32 and stats["positives"] == 16  # the recipe's mix, balanced
     run = figures["cooper_run"]
     # the Cooper run summed up over its steps: pairs by source, updates, agreement first and last
     assert run["steps"] == 1 and run["mode"] == "cooper"
     assert run["pairs"] == (run["negatives_rollout"] + run["negatives_assistant"]
                             + run["negatives_fallback"])
+    assert run["negatives_assistant"] == 0  # the demo's default: the policy's own rollouts
     assert run["rm_updates"] in (0, 1) and run["agreement_first"] is not None
     assert Path(figures["cooper_report"]).is_file()
     assert (out / "cooper" / "policy" / "config.json").exists()
     # the table the user reads ends with the total
     assert "total" in proc.stdout and "Cooper RL" in proc.stdout
+    # and the verdicts, one line each, as summary.json has them
+    assert len(figures["verdicts"]) == 3
+    for line in figures["verdicts"]:
+        assert line in proc.stdout

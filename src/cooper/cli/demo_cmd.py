@@ -11,12 +11,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     d = DemoSettings()
     p = sub.add_parser(
         "demo", help="the whole pipeline on the embedded model in minutes: data, VerifyRM, "
-                     "Cooper RL, evaluation",
-        description="Prepare the embedded SmolLM2-135M-Instruct, build a labelled set, train a "
-                    "small VerifyRM, evaluate the policy, run a few Cooper steps and write "
-                    "their report (as `cooper report`), evaluate again, and print where every "
-                    "artefact went. About 5.5 minutes on an idle 2-core CPU, longer when the "
-                    "cores are shared.")
+                     "robustness check, Cooper RL, report, verdicts",
+        description="Prepare the embedded SmolLM2-135M-Instruct, build the reward model's "
+                    "labelled set (the project's recipe), train a small VerifyRM, check it "
+                    "against the robustness suite, run a few Cooper steps and write their "
+                    "report (as `cooper report`), then print where every artefact went and "
+                    "the verdicts: is the reward model trusted, did Cooper make pairs and "
+                    "update it, does it agree with the verifier on the policy's rollouts. "
+                    "Minutes on a 2-core CPU (README, 'cooper demo').")
     p.add_argument("--out", default=d.out, help="folder for every artefact (default: %(default)s)")
     p.add_argument("--steps", type=int, default=d.steps, help="Cooper steps (default: %(default)s)")
     p.add_argument("--rm-triples", type=int, default=d.rm_triples,
@@ -24,8 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dataset", default=d.dataset,
                    help="task of every stage (default: %(default)s, where the embedded model has "
                         "some signal)")
-    p.add_argument("--eval-problems", type=int, default=d.eval_problems,
-                   help="test problems evaluated before and after (default: %(default)s)")
+    p.add_argument("--negatives", default=d.negatives, choices=("assistant", "rollouts", "both"),
+                   help="rm_update.negatives of the Cooper run (default: %(default)s; the "
+                        "paper's: assistant)")
     p.add_argument("--seed", type=int, default=d.seed)
     p.set_defaults(func=_demo)
 
@@ -35,10 +38,13 @@ def _demo(args: argparse.Namespace) -> int:
     from cooper.experiment.demo import run_demo
 
     summary = run_demo(DemoSettings(out=args.out, steps=args.steps, rm_triples=args.rm_triples,
-                                    dataset=args.dataset, eval_problems=args.eval_problems,
+                                    dataset=args.dataset, negatives=args.negatives,
                                     seed=args.seed))
     print()
     print(summary.table())
     print(f"\nsummary: {args.out}/summary.json; training metrics: {args.out}/cooper/metrics.jsonl; "
           f"report of the Cooper run: {args.out}/cooper/report/report.html")
+    print()
+    for line in summary.figures["verdicts"]:
+        print(line)
     return 0

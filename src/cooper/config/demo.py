@@ -17,12 +17,14 @@ class DemoSettings:
 
     out: str = "runs/demo"
     """folder for every artefact"""
-    rm_triples: int = 160
-    """labelled triples for the reward model (half correct)"""
-    # 128 small steps at a high rate for the top layers: held-out accuracy near 1.0 on this
-    # task in about two minutes (1 epoch at the library's default rate stays at chance)
+    rm_triples: int = 320
+    """labelled rows for the reward model, from ``cooper data build``'s default mix (half
+    correct: gold solutions in several forms; half wrong: changed answers, cut-off and
+    degenerate text, another problem's solution, ...)"""
+    # the project's recipe on this task (docs/reward_model.md, "Measured figures"): 6 epochs
+    # at a high rate for the top layers (1 epoch at the library's default rate stays at chance)
     rm_epochs: int = 6
-    """BCE epochs of the reward model over its triples"""
+    """BCE epochs of the reward model over its rows"""
     rm_lr: float = 2e-4
     """reward-model learning rate"""
     rm_train_layers: int = 4
@@ -31,18 +33,23 @@ class DemoSettings:
     """reward-model input tokens"""
     dataset: str = "arith_small"
     """the task of every stage"""
-    eval_problems: int = 16
-    """test problems, evaluated before and after"""
-    eval_max_new_tokens: int = 128
-    """generated tokens per evaluation sample"""
-    steps: int = 4
+    suite_problems: int = 10
+    """test problems of the robustness suite run on the reward model before RL (14 attacks each)"""
+    steps: int = 6
     """Cooper steps"""
+    negatives: str = "rollouts"
+    """rm_update.negatives of the Cooper run: the policy's own wrong rollouts, which need no
+    decoding (the paper's assistant-written negatives: ``assistant``)"""
     seed: int = 0
     """seed of the data, the reward-model training, sampling and RL"""
 
     def __post_init__(self):
-        for name in ("rm_triples", "rm_epochs", "eval_problems", "eval_max_new_tokens", "steps"):
+        for name in ("rm_triples", "rm_epochs", "suite_problems", "steps"):
             if getattr(self, name) < 1:
                 raise UserError(f"demo {name} must be >= 1, got {getattr(self, name)}")
         if self.rm_triples % 2:
-            raise UserError(f"rm_triples must be even (gold + perturbed pairs), got {self.rm_triples}")
+            raise UserError(f"rm_triples must be even (half correct, half wrong), got "
+                            f"{self.rm_triples}")
+        if self.negatives not in ("assistant", "rollouts", "both"):
+            raise UserError(f"negatives must be assistant, rollouts or both, got "
+                            f"{self.negatives!r}")

@@ -3,52 +3,55 @@
 Stages, each with its own progress bar, every artefact in one folder:
 
 1. prepare the embedded SmolLM2-135M-Instruct (once; a no-op afterwards);
-2. build a small labelled set: worked solutions (label 1) and the same solutions with the
-   final answer changed consistently (label 0);
+2. build the reward model's labelled set with the project's recipe (``cooper data build``'s
+   default mix: gold solutions in several forms against changed answers, cut-off and degenerate
+   text, another problem's solution, ...);
 3. train a small VerifyRM on it (binary cross-entropy, the top layers only, to stay quick);
-4. evaluate the initial policy on test problems (verifier-scored);
+4. check it against the shipped robustness suite (``cooper rm eval --suite robustness``) on
+   test problems, before any policy is paid by it;
 5. run a few Cooper steps (preset ``demo_cpu``: GRPO, reward from the VerifyRM, the VerifyRM
-   updated every step on verified positives and assistant-written negatives);
+   updated every step on verified positives and, by default, the same prompts' wrong
+   rollouts);
 6. write the run's report (``cooper report``: its totals in plain language and its curves,
    :mod:`cooper.experiment.run_report`);
-7. evaluate the trained policy on the same held-out problems;
-8. print a summary table with where every artefact was written (also ``summary.json``). The
-   Cooper run is summed up over all its steps (:func:`cooper.experiment.run_totals.run_totals`:
-   pairs made, negatives by source, reward-model updates, agreement with the verifier at the
-   first and the last step), not by its last step alone.
+7. the hacking picture: a hook, printed as such, until the hacking experiment has a testbed
+   where its result is real (``docs/experiment.md``);
+8. print a summary table, where every artefact was written (also ``summary.json``), and the
+   verdicts: is the reward model trusted (suite false-positive rate), did Cooper make pairs and
+   update the reward model on most steps, did the reward model agree with the verifier on the
+   policy's own rollouts. The Cooper run is summed up over all its steps
+   (:func:`cooper.experiment.run_totals.run_totals`), not by its last step alone.
 
 The task is single-digit addition (``arith_small``): the embedded 135M model is right about
 12% of the time there with a boxed answer, and almost never on GSM8K or SVAMP, so this is where
-Cooper gets verified positives to learn from. The reward model is trained on one-line worked
-solutions and then meets the policy's rambling ones: the online update is what adapts it. A few
-steps of RL do not move accuracy much; the demo shows the pipeline and its signals (rewards,
-agreement, pair accuracy), not a benchmark result.
+Cooper gets verified positives to learn from. A few steps of RL at the preset's rate do not move
+accuracy, so the demo does not claim they do: it shows the method's signals (pairs, updates,
+agreement with the verifier), and the hacking experiment is where accuracy is measured.
 """
 
 from __future__ import annotations
 
 import json
-import random
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cooper.config.data_mix import DataMixConfig
 from cooper.config.demo import DemoSettings
 from cooper.config.rm import RMTrainConfig
 from cooper.config.train import load_config
-from cooper.data.perturb import perturbed_triples
+from cooper.data.mix import build_mix
 from cooper.data.problems import load_problems
 from cooper.data.triples import load_triples
-from cooper.eval.sampling import evaluate_problems
 from cooper.experiment.run_report import METRICS_FILE, build_run_report
 from cooper.experiment.run_totals import headline, read_metrics, run_totals
 from cooper.infra import embedded
-from cooper.infra.generation import HFGenerator, SamplingConfig
+from cooper.infra.files import write_json
 from cooper.infra.models import DEFAULT_MODEL
-from cooper.infra.protocol import PAPER_TEMPERATURE, PAPER_TOP_P
 from cooper.rl.runner import run
 from cooper.rm.model import RewardModel
+from cooper.rm.robustness import build_suite, format_suite, suite_problems, suite_report
 from cooper.rm.training import train_bce
 
 
@@ -94,8 +97,13 @@ class DemoSummary:
         return "\n".join(lines)
 
 
+STAGES = 8
+SUITE_BAR = 0.02  # the false-positive rate a reward model must stay under (docs/reward_model.md)
+AGREEMENT_BAR = 0.7  # agreement with the verifier on the first step's rollouts
+
+
 def _header(i: int, text: str) -> None:
-    print(f"\n== [{i}/8] {text}", flush=True)
+    print(f"\n== [{i}/{STAGES}] {text}", flush=True)
 
 
 def run_demo(settings: DemoSettings) -> DemoSummary:
@@ -113,68 +121,103 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
     model_dir = embedded.prepare()
     stage("prepare model", t0, DEFAULT_MODEL, model_dir)
 
-    _header(2, "build a labelled set for the reward model")
+    _header(2, "build a labelled set for the reward model (cooper data build)")
     t0 = time.perf_counter()
     data_file = out / "rm_data.jsonl"
-    n = _write_perturbed(data_file, s.dataset, s.rm_triples, s.seed)
-    stage("labelled set", t0, f"{n} triples (gold / perturbed)", data_file)
+    kinds = _write_mix(data_file, s.dataset, s.rm_triples, s.seed)
+    stage("labelled set", t0, f"{s.rm_triples} rows, {kinds} kinds of correct and wrong",
+          data_file)
 
     _header(3, "train a small VerifyRM")
     t0 = time.perf_counter()
     rm_dir = out / "reward_model"
-    heldout_acc = _train_rm(data_file, rm_dir, s)
-    summary.figures["rm_heldout_accuracy"] = heldout_acc
-    stage("train VerifyRM", t0, f"held-out accuracy {heldout_acc:.2f}", rm_dir)
+    rm = _train_rm(data_file, rm_dir, s)
+    stage("train VerifyRM", t0, f"{s.rm_epochs} epochs, top {s.rm_train_layers} layers", rm_dir)
 
-    held_out = list(load_problems(s.dataset, "test", limit=s.eval_problems))
-    sampling = SamplingConfig(n=1, temperature=PAPER_TEMPERATURE, top_p=PAPER_TOP_P,
-                              max_new_tokens=s.eval_max_new_tokens, seed=s.seed)
-
-    _header(4, f"evaluate the initial policy on {len(held_out)} {s.dataset} test problems")
+    _header(4, "check the VerifyRM against the robustness suite (cooper rm eval --suite)")
     t0 = time.perf_counter()
-    before = _evaluate(HFGenerator.load(DEFAULT_MODEL), held_out, sampling, out / "eval_before.json")
-    summary.figures["accuracy_before"] = before
-    stage("evaluate before", t0, f"accuracy {before:.3f}", out / "eval_before.json")
+    suite = _robustness(rm, s, out / "robustness.json")
+    del rm
+    rate = suite.overall.false_positive_rate
+    summary.figures["suite_false_positive_rate"] = rate
+    summary.figures["suite_worst_kind"] = max(
+        (r.false_positive_rate, k) for k, r in suite.kinds.items())[1]
+    stage("robustness suite", t0, f"false positives {rate:.1%} of {suite.overall.n} attacks",
+          out / "robustness.json")
 
     _header(5, f"Cooper RL: {s.steps} steps of GRPO with an online-updated VerifyRM")
     t0 = time.perf_counter()
-
     cfg = load_config("demo_cpu", [f"reward.model={rm_dir}", f"output_dir={out / 'cooper'}",
                                    f"max_steps={s.steps}", f"seed={s.seed}",
-                                   f"data.dataset={s.dataset}", f"validation.dataset={s.dataset}"])
+                                   f"data.dataset={s.dataset}", f"validation.dataset={s.dataset}",
+                                   f"rm_update.negatives={s.negatives}"])
     result = run(cfg, resume=False)
     _header(6, "report of the Cooper run (cooper report)")
     summary.add_cooper_run(result.output_dir, cfg.reward.mode, time.perf_counter() - t0)
 
-    _header(7, "evaluate the trained policy on the same problems")
-    t0 = time.perf_counter()
-    after = _evaluate(HFGenerator.load(str(result.output_dir / "policy")), held_out, sampling,
-                      out / "eval_after.json")
-    summary.figures["accuracy_after"] = after
-    stage("evaluate after", t0, f"accuracy {after:.3f}", out / "eval_after.json")
+    _header(7, "the hacking picture")
+    print(HACKING_HOOK, flush=True)
+    summary.stages.append(Stage("hacking picture", 0.0, "not in the demo yet (see below)"))
 
     _header(8, "summary")
+    summary.figures["verdicts"] = verdicts(summary.figures)
     summary.write(out / "summary.json")
     return summary
 
 
-def _write_perturbed(path: Path, dataset: str, n: int, seed: int) -> int:
-    triples, _ = perturbed_triples(load_problems(dataset, "train"), n, random.Random(seed))
-    path.write_text("".join(json.dumps(t.to_json()) + "\n" for t in triples))
-    return len(triples)
+HACKING_HOOK = ("The demo does not yet run the reward-hacking experiment (a fixed reward model "
+                "hacked, Cooper holding): its CPU testbed does not show that result yet. "
+                "docs/experiment.md has the design, the measured curves and what is missing; "
+                "`cooper experiment hacking --preset hacking_cpu` runs it (hours on a laptop).")
 
 
-def _train_rm(data_file: Path, rm_dir: Path, s: DemoSettings) -> float:
+def verdicts(figures: dict[str, Any]) -> list[str]:
+    """The demo's findings in plain words, from its measured figures, one line each."""
+    lines = []
+    rate = figures.get("suite_false_positive_rate")
+    if rate is not None:
+        ok = rate <= SUITE_BAR
+        lines.append(f"reward model: {'trusted' if ok else 'NOT trusted'}: it paid "
+                     f"{rate:.1%} of the robustness suite's wrong completions (bar "
+                     f"{SUITE_BAR:.0%}; worst kind: {figures.get('suite_worst_kind')})")
+    run = figures.get("cooper_run") or {}
+    if run.get("pairs") is not None:
+        steps, with_pairs, updates = run["steps"], run["steps_with_pairs"], run["rm_updates"] or 0
+        ok = with_pairs * 2 >= steps and updates > 0
+        lines.append(f"Cooper: {'working' if ok else 'NOT working'}: pairs on {with_pairs} of "
+                     f"{steps} steps ({run['pairs']} in all), reward model updated on {updates} "
+                     f"of {steps} steps")
+    first, last = run.get("agreement_first"), run.get("agreement_last")
+    if first is not None:
+        ok = first >= AGREEMENT_BAR
+        lines.append(f"reward model on the policy's own rollouts: "
+                     f"{'agrees' if ok else 'does NOT agree'} with the verifier: {first:.2f} of "
+                     f"the first step's rollouts (bar {AGREEMENT_BAR}), {last:.2f} of the last")
+    return lines
+
+
+def _write_mix(path: Path, dataset: str, n: int, seed: int) -> int:
+    """The recipe's labelled set (``cooper data build --n N --seed S``); returns its kinds."""
+    rows, summary = build_mix(load_problems(dataset, "train").problems, n,
+                              DataMixConfig(seed=seed), dataset=dataset)
+    path.write_text("".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in rows))
+    write_json(path.with_name(path.stem + ".stats.json"), summary.to_dict())
+    return sum(1 for k in summary.kinds.values() if k.rows)
+
+
+def _train_rm(data_file: Path, rm_dir: Path, s: DemoSettings) -> RewardModel:
     rows = list(load_triples(data_file))
     rm = RewardModel.load(DEFAULT_MODEL, max_length=s.rm_max_length, dtype="float32")
-    report = train_bce(rm, rows, RMTrainConfig(lr=s.rm_lr, epochs=s.rm_epochs, seed=s.seed,
-                                               holdout=0.2, train_layers=s.rm_train_layers))
+    train_bce(rm, rows, RMTrainConfig(lr=s.rm_lr, epochs=s.rm_epochs, seed=s.seed, holdout=0.0,
+                                      train_layers=s.rm_train_layers))
     rm.save(rm_dir)
-    last = report.epochs[-1].heldout
-    return last.accuracy if last is not None else float("nan")
+    return rm
 
 
-def _evaluate(generator, problems, sampling, path: Path) -> float:
-    result = evaluate_problems(generator, problems, sampling, benchmark="demo", progress=True)
-    path.write_text(json.dumps(asdict(result.metrics), indent=1, default=str))
-    return result.metrics.accuracy
+def _robustness(rm: RewardModel, s: DemoSettings, path: Path):
+    items = build_suite(suite_problems(s.dataset, "test", s.suite_problems))
+    scores = rm.score([it.triple for it in items.items], progress=True)
+    report = suite_report(items, scores, dataset=f"{s.dataset}/test")
+    print(format_suite(report))
+    write_json(path, report.to_dict())
+    return report

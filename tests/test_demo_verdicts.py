@@ -1,0 +1,36 @@
+"""The demo's verdict lines: read from its measured figures, each able to say no."""
+
+from __future__ import annotations
+
+from cooper.experiment.demo import verdicts
+
+
+def _figures(rate=0.0, steps=6, with_pairs=5, updates=5, first=0.8, last=0.9):
+    return {"suite_false_positive_rate": rate, "suite_worst_kind": "degenerate_opener",
+            "cooper_run": {"steps": steps, "steps_with_pairs": with_pairs, "pairs": 9,
+                           "rm_updates": updates, "agreement_first": first,
+                           "agreement_last": last}}
+
+
+def test_a_working_run_reads_as_such():
+    suite, cooper, agree = verdicts(_figures())
+    assert suite.startswith("reward model: trusted") and "0.0%" in suite
+    assert cooper.startswith("Cooper: working") and "pairs on 5 of 6 steps (9 in all)" in cooper
+    assert "updated on 5 of 6" in cooper
+    assert "agrees with the verifier: 0.80" in agree and "0.90 of the last" in agree
+
+
+def test_each_verdict_says_no_when_its_figure_misses_the_bar():
+    suite, _, _ = verdicts(_figures(rate=0.03))
+    assert "NOT trusted" in suite and "3.0%" in suite and "degenerate_opener" in suite
+    _, cooper, _ = verdicts(_figures(with_pairs=2))  # pairs on fewer than half the steps
+    assert "NOT working" in cooper
+    _, cooper, _ = verdicts(_figures(updates=0))  # pairs, but the reward model never moved
+    assert "NOT working" in cooper
+    _, _, agree = verdicts(_figures(first=0.69))
+    assert "does NOT agree" in agree
+
+
+def test_missing_figures_leave_their_line_out():
+    assert verdicts({}) == []
+    assert len(verdicts({"suite_false_positive_rate": 0.01})) == 1
