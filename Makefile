@@ -30,8 +30,8 @@ test: setup
 test-fast: setup
 	$(BIN)/python -m pytest -q
 
-# The main job on the embedded default model: data, reward model, evaluation, Cooper RL,
-# evaluation again, in 5-15 minutes on a 2-core CPU (`cooper demo --help` for the knobs).
+# The main job on the embedded default model: data, reward model, its robustness check, Cooper
+# RL, the run's report and verdicts, in minutes on a 2-core CPU (`cooper demo --help`).
 demo: setup
 	$(BIN)/cooper demo
 
