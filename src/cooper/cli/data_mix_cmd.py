@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -113,9 +112,8 @@ def _sample(args: argparse.Namespace, problems, out: Path, seed: int) -> dict[st
 
 
 def _build(args: argparse.Namespace) -> int:
-    from cooper.data.mix import build_mix, problem_order
+    from cooper.data.mix import build_mix, problem_order, write_build
     from cooper.errors import UserError
-    from cooper.infra.files import write_atomic, write_json
 
     mix = _mix(args)
     if args.show_mix:
@@ -141,9 +139,7 @@ def _build(args: argparse.Namespace) -> int:
         sampled = _sample(args, head, out, mix.seed)
     rows, summary = build_mix(problems.problems, args.n, mix, sampled=sampled,
                               dataset=problems.name)
-    write_atomic(out, "".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in rows))
-    stats = out.with_name(out.stem + ".stats.json")
-    write_json(stats, summary.to_dict())
+    stats = write_build(out, rows, summary)
     _print_summary(summary)
     print(f"wrote {summary.rows} rows ({summary.positives} correct, {summary.negatives} wrong) "
           f"from {summary.problems_used} problems of {problems.name} to {out}; "

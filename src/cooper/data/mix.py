@@ -28,11 +28,13 @@ The kinds are documented in :mod:`cooper.config.data_mix`; the negatives are mad
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from cooper.config.data_mix import POSITIVE_KINDS, SAMPLED_KINDS, DataMixConfig
@@ -40,6 +42,7 @@ from cooper.data.negative_kinds import NEGATIVE_MAKERS, KindContext, MakeFn
 from cooper.data.perturb import gold_solution
 from cooper.data.surface_forms import in_form
 from cooper.errors import UserError
+from cooper.infra.files import write_atomic, write_json
 from cooper.types import LabelledTriple, Problem, Triple
 from cooper.verify.extraction import normalize_reference
 from cooper.verify.verifier import Verdict, Verifier, default_verifier
@@ -218,6 +221,15 @@ def build_mix(problems: Sequence[Problem], n: int, mix: DataMixConfig, *,
                         f"{missing}); lower --n, use a larger split, or give those kinds less "
                         "weight")
     return rows, summary
+
+
+def write_build(out: Path, rows: Sequence[LabelledTriple], summary: BuildSummary) -> Path:
+    """Write the rows to ``out`` (.jsonl, atomically) and the summary beside it; returns the
+    summary's path (``NAME.stats.json``)."""
+    write_atomic(out, "".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in rows))
+    stats = out.with_name(out.stem + ".stats.json")
+    write_json(stats, summary.to_dict())
+    return stats
 
 
 def _count(counter: dict[str, int], key: str) -> None:

@@ -41,7 +41,7 @@ from cooper.config.data_mix import DataMixConfig
 from cooper.config.demo import DemoSettings
 from cooper.config.rm import RMTrainConfig
 from cooper.config.train import load_config
-from cooper.data.mix import build_mix
+from cooper.data.mix import build_mix, write_build
 from cooper.data.problems import load_problems
 from cooper.data.triples import load_triples
 from cooper.experiment.run_report import METRICS_FILE, build_run_report
@@ -205,8 +205,7 @@ def _write_mix(path: Path, dataset: str, n: int, seed: int) -> int:
     """The recipe's labelled set (``cooper data build --n N --seed S``); returns its kinds."""
     rows, summary = build_mix(load_problems(dataset, "train").problems, n,
                               DataMixConfig(seed=seed), dataset=dataset)
-    path.write_text("".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in rows))
-    write_json(path.with_name(path.stem + ".stats.json"), summary.to_dict())
+    write_build(path, rows, summary)
     return sum(1 for k in summary.kinds.values() if k.rows)
 
 

@@ -147,6 +147,12 @@ class RunTotals:
     """perf/step, mean seconds per step"""
 
 
+def _count_positive(rows: list[dict[str, Any]], key: str) -> int | None:
+    """Rows whose ``key`` is above 0; None when no row logged it."""
+    logged = values(rows, key)
+    return sum(v > 0 for v in logged) if logged else None
+
+
 def run_totals(rows: list[dict[str, Any]], mode: str | None = None) -> RunTotals:
     """The totals of a run from its records (all of them: validations are read from every
     record, everything else from the training steps')."""
@@ -159,8 +165,7 @@ def run_totals(rows: list[dict[str, Any]], mode: str | None = None) -> RunTotals
     return RunTotals(
         steps=len(train), mode=mode, paid_key=key,
         pairs=_sum(train, "rm/pairs"),
-        steps_with_pairs=(sum(v > 0 for v in values(train, "rm/pairs"))
-                          if values(train, "rm/pairs") else None),
+        steps_with_pairs=_count_positive(train, "rm/pairs"),
         negatives_rollout=_sum(train, "rm/pairs_rollout"),
         negatives_assistant=_sum(train, "rm/valid_negatives"),
         negatives_fallback=_sum(train, "rm/fallback_negatives"),

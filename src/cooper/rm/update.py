@@ -95,8 +95,8 @@ class PairwiseUpdater:
         self.optimizer = torch.optim.AdamW(param_groups(self.params, weight_decay), lr=lr)
         # only the top layers trained: the step's scoring pass computes the rest (rm.trunk)
         top = trained_top_layers(rm)
-        reason = unsupported(rm, top, 0)
-        self.step_states = StepStates(rm, top) if reason is None and top is not None else None
+        reason = unsupported(rm, top, 0) if top is not None else "every layer trained"
+        self.step_states = StepStates(rm, top) if reason is None else None
         if top is not None and reason is not None:
             log.info("reward-model update: full forward passes (frozen layers not reused: %s)",
                      reason)
