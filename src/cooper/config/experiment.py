@@ -40,9 +40,9 @@ ARMS = MODES  # the arms of the string form `rule,rm,cooper`, one per reward mod
 @dataclass
 class SetupConfig:
     policy: str = "tiny-arith"
-    """initial policy: 'tiny-arith' (tiny model warm-started on arith_small), 'tiny-random', or a model name/folder"""
+    """initial policy: 'tiny-arith' (tiny model warm-started on arith_small), 'tiny-arith-2x1' (on arith_2x1's train split), 'tiny-random', or a model name/folder"""
     reward_model: str | None = "tiny-arith"
-    """initial reward model's checkpoint: 'tiny-arith' (random, the policy's tokenizer), 'tiny-random', or a folder"""
+    """initial reward model's checkpoint: 'tiny-arith' (random, the policy's tokenizer), 'tiny-random', 'embedded-trunk-K' (the embedded model's first K layers, a new score head), or a folder"""
 
 
 @dataclass
@@ -63,6 +63,8 @@ class RMInitConfig:
     """triples per optimiser step"""
     max_length: int = 256
     """reward-model input tokens"""
+    train_layers: int | None = None
+    """train only the top K decoder layers, the score head and the final norm (embeddings frozen); None: every parameter"""
 
 
 @dataclass
@@ -155,6 +157,9 @@ class ExperimentConfig:
         if self.rm_init.triples < 0 or self.rm_init.triples % 2:
             raise ConfigError(f"rm_init.triples must be an even number >= 0 (gold + perturbed "
                               f"pairs), got {self.rm_init.triples}")
+        if self.rm_init.train_layers is not None and self.rm_init.train_layers < 1:
+            raise ConfigError(f"rm_init.train_layers must be >= 1 (or null for every parameter), "
+                              f"got {self.rm_init.train_layers}")
         if not self.probe.file and (self.probe.triples < 2 or self.probe.triples % 2):
             raise ConfigError(f"probe.triples must be an even number >= 2, got {self.probe.triples}")
         if self.final_eval.backend not in ("hf", "vllm"):

@@ -31,7 +31,13 @@ from cooper.data.triples import load_triples
 from cooper.errors import UserError
 from cooper.experiment.final_eval import evaluate_policy
 from cooper.experiment.layout import setup_dir
-from cooper.experiment.testbed import tiny_arith_models
+from cooper.experiment.testbed import (
+    TINY_ARITH,
+    TINY_ARITH_2X1,
+    embedded_trunk,
+    tiny_arith_models,
+    trunk_layers,
+)
 from cooper.infra.files import read_json, write_json
 from cooper.infra.models import build_tiny_models
 from cooper.rm.model import RewardModel
@@ -40,7 +46,7 @@ from cooper.types import LabelledTriple, Triple
 
 log = logging.getLogger(__name__)
 
-TINY_NAMES = ("tiny-arith", "tiny-random")  # models built on this machine, no download
+TINY_NAMES = ("tiny-arith", "tiny-arith-2x1", "tiny-random")  # built on this machine
 
 
 @dataclass(frozen=True)
@@ -54,14 +60,24 @@ class Setup:
 
 def _tiny_model(name: str, role: str, folder: Path, seed: int) -> Path:
     """A tiny model built on this machine, copied into the experiment folder."""
-    if name == "tiny-arith":
-        src = tiny_arith_models() / ("policy" if role == "policy" else "reward")
+    if name in ("tiny-arith", "tiny-arith-2x1"):
+        build = TINY_ARITH if name == "tiny-arith" else TINY_ARITH_2X1
+        src = tiny_arith_models(name=build) / ("policy" if role == "policy" else "reward")
     else:
         tiny = build_tiny_models(folder / "tiny-random", seed=seed)
         src = tiny.policy if role == "policy" else tiny.reward
     dst = folder / role
     shutil.copytree(src, dst)
     return dst
+
+
+def _reward_base(name: str | None, folder: Path, seed: int) -> str | None:
+    """The initial reward model's checkpoint before any training of ours."""
+    if name in TINY_NAMES:
+        return str(_tiny_model(name, "reward_base", folder, seed))
+    if name is not None and (k := trunk_layers(name)) is not None:
+        return str(embedded_trunk(k))  # read-only in the cache; the trained model is saved here
+    return name
 
 
 def _triples_file(path: Path, dataset: str, split: str, n: int, seed: int,
@@ -91,7 +107,8 @@ def _train_initial_rm(exp: ExperimentConfig, base: str, data: Path, out: Path) -
     rows = load_triples(data).rows
     rm = RewardModel.load(base, max_length=r.max_length, dtype="float32")
     report = train_bce(rm, rows, RMTrainConfig(lr=r.lr, epochs=r.epochs, batch_size=r.batch_size,
-                                           holdout=0.0, seed=exp.train.seed), progress=False)
+                                           holdout=0.0, seed=exp.train.seed,
+                                           train_layers=r.train_layers), progress=False)
     rm.save(out)
     return {"train_loss": report.epochs[-1].train_loss,
             "train_accuracy": evaluate(rm, rows).accuracy, "steps": report.optimizer_steps}
@@ -113,8 +130,7 @@ def run_setup(exp: ExperimentConfig, out: Path) -> Setup:
     s = exp.setup
     policy = (str(_tiny_model(s.policy, "policy", folder, seed)) if s.policy in TINY_NAMES
               else s.policy)
-    base = (str(_tiny_model(s.reward_model, "reward_base", folder, seed))
-            if s.reward_model in TINY_NAMES else s.reward_model)
+    base = _reward_base(s.reward_model, folder, seed)
     info: dict[str, Any] = {}
     if exp.rm_init.triples:
         data = _triples_file(folder / "rm_train.jsonl", exp.rm_init.dataset, exp.rm_init.split,

@@ -1,0 +1,59 @@
+"""The second-round testbed's parts: the arith_2x1 task and a reward model cut from a trunk."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from cooper.data.problems import load_problems
+from cooper.errors import UserError
+from cooper.experiment.testbed import embedded_trunk, trunk_layers
+from cooper.infra.models import load_causal_lm
+from cooper.rm.model import RewardModel
+from cooper.types import Triple
+
+
+def test_arith_2x1_splits_are_disjoint_complete_and_right():
+    splits = {s: load_problems("arith_2x1", s) for s in ("train", "validation", "test")}
+    assert {s: len(p) for s, p in splits.items()} == {"train": 1200, "validation": 300, "test": 300}
+    questions = {s: {p.question for p in ps} for s, ps in splits.items()}
+    assert all(len(q) == len(splits[s]) for s, q in questions.items())  # no repeats in a split
+    assert not questions["train"] & questions["test"]
+    assert not questions["train"] & questions["validation"]
+    assert not questions["validation"] & questions["test"]
+    # together: every sum of a two-digit and a one-digit number, in both orders
+    every = {f"What is {a} + {b}?" for a in range(10, 100) for b in range(10)}
+    every |= {f"What is {b} + {a}?" for a in range(10, 100) for b in range(10)}
+    assert set().union(*questions.values()) == every
+    for p in splits["test"]:
+        a, b = (int(x) for x in p.question[len("What is "):-1].split(" + "))
+        assert p.reference == str(a + b) and p.solution.endswith(f"\\boxed{{{a + b}}}.")
+    assert [p.question for p in load_problems("arith_2x1", "test")] == \
+        [p.question for p in splits["test"]]  # the same on every call
+
+
+def test_trunk_names():
+    assert trunk_layers("embedded-trunk-4") == 4
+    assert trunk_layers("tiny-arith") is None
+    for bad in ("embedded-trunk-0", "embedded-trunk-x", "embedded-trunk-"):
+        with pytest.raises(UserError, match="positive integer"):
+            trunk_layers(bad)
+
+
+def test_trunk_keeps_the_first_layers_exactly(tiny_models, tmp_path):
+    full = load_causal_lm(tiny_models.policy, dtype="float32").eval()
+    cut = embedded_trunk(1, source=tiny_models.policy, cache=tmp_path)
+    assert embedded_trunk(1, source=tiny_models.policy, cache=tmp_path) == cut  # built once
+    trunk = load_causal_lm(cut, dtype="float32").eval()
+    assert trunk.config.num_hidden_layers == 1 and len(trunk.model.layers) == 1
+    ids = torch.tensor([[5, 9, 17, 3, 11]])
+    with torch.no_grad():
+        # the full model's first layer's output, through the final norm, is the trunk's output
+        want = full.model.norm(full(ids, output_hidden_states=True).hidden_states[1])  # [1, 5, H]
+        got = trunk.model(ids).last_hidden_state  # [1, 5, H]
+    torch.testing.assert_close(got, want)
+    rm = RewardModel.load(cut, dtype="float32")  # a new score head on the cut trunk
+    [p] = rm.score([Triple("What is 1 + 2?", "3", "1 + 2 = 3.")])
+    assert 0.0 < p < 1.0
+    with pytest.raises(UserError, match="at most 2"):
+        embedded_trunk(3, source=tiny_models.policy, cache=tmp_path)
