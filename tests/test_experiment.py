@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from conftest import cli_env, run_cli
+from cooper.data.problems import load_problems
 
 ARMS = ("rule", "rm", "cooper", "cooper_rollouts")  # the preset's arms
 TINY = ["setup.policy=tiny-random", "setup.reward_model=tiny-random", "rm_init.triples=8",
@@ -197,3 +198,27 @@ def test_presets_resolve_and_validate():
     assert gpu.arm_list == ["rule", "rm", "cooper"]  # the string form of the first round
     with pytest.raises(Exception, match="setup.reward_model"):
         load_experiment("hacking_qwen2.5-1.5b_gsm8k").validate()
+
+
+def test_second_round_preset_runs_on_disjoint_splits(tmp_path):
+    """hacking_cpu_v2's pipeline in a minute (tiny random models, not its trunk or policy):
+    training on arith_2x1's train split, validation on its validation split, the final
+    evaluation and the probe on unseen problems, and the report."""
+    out = tmp_path / "v2"
+    run_cli("experiment", "hacking", "--preset", "hacking_cpu_v2", "--out", out, *TINY,
+            "rm_init.train_layers=1", "train.rm_update.train_layers=1",
+            "arms=rm,cooper_rollouts")
+    seed = out / "seed-0"
+    setup = json.loads((seed / "setup" / "setup.json").read_text())
+    assert set(setup["initial_eval"]["benchmarks"]) == {"arith_2x1:test"}
+    train_questions = {p.question for p in load_problems("arith_2x1", "train")}
+    probe = records(seed / "setup" / "probe.jsonl")
+    assert probe and not {r["question"] for r in probe} & train_questions
+    rm_rows = records(seed / "setup" / "rm_train.jsonl")
+    assert {r["question"] for r in rm_rows} <= train_questions
+    for arm in ("rm", "cooper_rollouts"):
+        c = yaml.safe_load((seed / "arms" / arm / "config.yaml").read_text())
+        assert (c["data"]["dataset"], c["data"]["split"]) == ("arith_2x1", "train")
+        assert (c["validation"]["dataset"], c["validation"]["split"]) == ("arith_2x1", "validation")
+        assert json.loads((seed / "arms" / arm / "arm.json").read_text())["train"]["steps"] == 2
+    assert (out / "report" / "report.md").read_text().startswith("# Reward hacking")
