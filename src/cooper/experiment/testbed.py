@@ -67,7 +67,7 @@ def tiny_arith_models(*, progress: bool = False, name: str = TINY_ARITH) -> Path
 
     ``tiny-arith-v1``: 300 steps on ``arith_small`` (about half its answers right; about a
     minute on two cores). ``tiny-arith-2x1-v1``: 1,200 steps on ``arith_2x1``'s train split
-    (about 55% right on its unseen test problems; about 2 minutes). Built once into the model
+    (about half right on its unseen test problems; about 2 minutes). Built once into the model
     cache and reused; written to a temporary folder and renamed, like the embedded model.
     """
     import tempfile
