@@ -168,10 +168,12 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
     return summary
 
 
-HACKING_HOOK = ("The demo does not yet run the reward-hacking experiment (a fixed reward model "
-                "hacked, Cooper holding): its CPU testbed does not show that result yet. "
-                "docs/experiment.md has the design, the measured curves and what is missing; "
-                "`cooper experiment hacking --preset hacking_cpu` runs it (hours on a laptop).")
+HACKING_HOOK = ("The demo does not run the reward-hacking experiment: it takes 75-90 minutes "
+                "on a laptop (`cooper experiment hacking --preset hacking_cpu_v2 --seeds 0,1,2 "
+                "--jobs 2`). Its committed result (docs/experiment.md): Cooper with rollout "
+                "negatives was not hacked in 3 of 3 seeds and ended 1.2 points below the "
+                "verifier-paid policy; the fixed reward model was hacked in 1 of 3 seeds and "
+                "ended 25 points below; the paper's setting, 11 below.")
 
 
 def verdicts(figures: dict[str, Any]) -> list[str]:
