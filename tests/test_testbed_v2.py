@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from cooper.config.experiment import load_experiment, trunk_layers
 from cooper.data.problems import load_problems
 from cooper.errors import UserError
-from cooper.experiment.testbed import embedded_trunk, trunk_layers
+from cooper.experiment.testbed import embedded_trunk
 from cooper.infra.models import load_causal_lm
 from cooper.rm.model import RewardModel
 from cooper.types import Triple
@@ -35,9 +36,12 @@ def test_arith_2x1_splits_are_disjoint_complete_and_right():
 def test_trunk_names():
     assert trunk_layers("embedded-trunk-4") == 4
     assert trunk_layers("tiny-arith") is None
-    for bad in ("embedded-trunk-0", "embedded-trunk-x", "embedded-trunk-"):
+    for bad in ("embedded-trunk-0", "embedded-trunk-x", "embedded-trunk-", "embedded-trunk--2"):
         with pytest.raises(UserError, match="positive integer"):
             trunk_layers(bad)
+        # refused when the settings are checked, before any stage runs
+        with pytest.raises(UserError, match="setup.reward_model='embedded-trunk-"):
+            load_experiment("hacking_cpu_v2", [f"setup.reward_model={bad}"]).validate()
 
 
 def test_trunk_keeps_the_first_layers_exactly(tiny_models, tmp_path):

@@ -37,6 +37,21 @@ from cooper.infra.protocol import PAPER_TEMPERATURE, PAPER_TOP_P
 ARMS = MODES  # the arms of the string form `rule,rm,cooper`, one per reward mode
 
 
+TRUNK_PREFIX = "embedded-trunk-"  # setup.reward_model: embedded-trunk-K, the first K layers
+
+
+def trunk_layers(name: str | None) -> int | None:
+    """K of a setup name ``embedded-trunk-K``; None for any other name."""
+    if name is None or not name.startswith(TRUNK_PREFIX):
+        return None
+    k = name[len(TRUNK_PREFIX):]
+    if not k.isdigit() or int(k) < 1:
+        raise ConfigError(f"setup.reward_model='{name}': the trunk's layer count must be a "
+                          f"positive integer ({TRUNK_PREFIX}4 is the embedded model's first 4 "
+                          "layers)")
+    return int(k)
+
+
 @dataclass
 class SetupConfig:
     policy: str = "tiny-arith"
@@ -151,6 +166,7 @@ class ExperimentConfig:
         if not self.setup.reward_model:
             raise ConfigError("setup.reward_model is required (every arm gets the same initial "
                               "reward model): set setup.reward_model=DIR to a trained VerifyRM")
+        trunk_layers(self.setup.reward_model)  # a bad embedded-trunk-K fails before any stage
         if self.rm_init.unfinished < 0 or (self.rm_init.unfinished and not self.rm_init.triples):
             raise ConfigError("rm_init.unfinished needs rm_init.triples > 0 (it cuts their gold "
                               "solutions)")

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cooper.config.experiment import ExperimentConfig
+from cooper.config.experiment import ExperimentConfig, trunk_layers
 from cooper.config.rm import RMTrainConfig
 from cooper.data.perturb import perturbed_triples
 from cooper.data.problems import load_problems
@@ -36,7 +36,6 @@ from cooper.experiment.testbed import (
     TINY_ARITH_2X1,
     embedded_trunk,
     tiny_arith_models,
-    trunk_layers,
 )
 from cooper.infra.files import read_json, write_json
 from cooper.infra.models import build_tiny_models
@@ -46,7 +45,9 @@ from cooper.types import LabelledTriple, Triple
 
 log = logging.getLogger(__name__)
 
-TINY_NAMES = ("tiny-arith", "tiny-arith-2x1", "tiny-random")  # built on this machine
+# models built on this machine, no download: the warm-started ones by their cache build
+TINY_BUILDS = {"tiny-arith": TINY_ARITH, "tiny-arith-2x1": TINY_ARITH_2X1}
+TINY_NAMES = (*TINY_BUILDS, "tiny-random")
 
 
 @dataclass(frozen=True)
@@ -60,9 +61,8 @@ class Setup:
 
 def _tiny_model(name: str, role: str, folder: Path, seed: int) -> Path:
     """A tiny model built on this machine, copied into the experiment folder."""
-    if name in ("tiny-arith", "tiny-arith-2x1"):
-        build = TINY_ARITH if name == "tiny-arith" else TINY_ARITH_2X1
-        src = tiny_arith_models(name=build) / ("policy" if role == "policy" else "reward")
+    if name in TINY_BUILDS:
+        src = tiny_arith_models(name=TINY_BUILDS[name]) / ("policy" if role == "policy" else "reward")
     else:
         tiny = build_tiny_models(folder / "tiny-random", seed=seed)
         src = tiny.policy if role == "policy" else tiny.reward
@@ -75,7 +75,7 @@ def _reward_base(name: str | None, folder: Path, seed: int) -> str | None:
     """The initial reward model's checkpoint before any training of ours."""
     if name in TINY_NAMES:
         return str(_tiny_model(name, "reward_base", folder, seed))
-    if name is not None and (k := trunk_layers(name)) is not None:
+    if (k := trunk_layers(name)) is not None:
         return str(embedded_trunk(k))  # read-only in the cache; the trained model is saved here
     return name
 

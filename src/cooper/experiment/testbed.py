@@ -88,20 +88,6 @@ def tiny_arith_models(*, progress: bool = False, name: str = TINY_ARITH) -> Path
     return target
 
 
-TRUNK_PREFIX = "embedded-trunk-"  # setup.reward_model: embedded-trunk-K, the first K layers
-
-
-def trunk_layers(name: str) -> int | None:
-    """K of a setup name ``embedded-trunk-K``; None for any other name."""
-    if not name.startswith(TRUNK_PREFIX):
-        return None
-    k = name[len(TRUNK_PREFIX):]
-    if not k.isdigit() or int(k) < 1:
-        raise UserError(f"'{name}': the trunk's layer count must be a positive integer "
-                        f"({TRUNK_PREFIX}4 is the embedded model's first 4 layers)")
-    return int(k)
-
-
 def embedded_trunk(layers: int, *, source: str | os.PathLike | None = None,
                    cache: Path | None = None) -> Path:
     """The embedded model cut to its first ``layers`` decoder layers (its embeddings, tokenizer
