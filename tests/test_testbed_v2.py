@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -61,3 +63,31 @@ def test_trunk_keeps_the_first_layers_exactly(tiny_models, tmp_path):
     assert 0.0 < p < 1.0
     with pytest.raises(UserError, match="at most 2"):
         embedded_trunk(3, source=tiny_models.policy, cache=tmp_path)
+
+
+@pytest.mark.slow
+def test_experiment_setup_trains_a_reward_model_on_the_embedded_trunk(tmp_path):
+    """setup.reward_model=embedded-trunk-1 through the real CLI: the cut is built (or reused)
+    in the model cache, trained briefly into the setup folder, and used by an arm."""
+    from conftest import run_cli
+    from test_experiment import TINY
+
+    out = tmp_path / "trunk"
+    run_cli("experiment", "hacking", "--preset", "hacking_cpu_v2", "--out", out, *TINY,
+            "setup.reward_model=embedded-trunk-1", "rm_init.train_layers=1",
+            "train.rm_update.train_layers=1", "arms=cooper_rollouts", "--no-report")
+    setup = json.loads((out / "seed-0" / "setup" / "setup.json").read_text())
+    trained = out / "seed-0" / "setup" / "reward_model"
+    assert setup["setup"]["reward_model"] == str(trained)
+    config = json.loads((trained / "config.json").read_text())
+    assert config["num_hidden_layers"] == 1 and config["hidden_size"] == 576  # the embedded's
+    cut = embedded_trunk(1)
+    assert json.loads((cut / "config.json").read_text())["num_hidden_layers"] == 1
+    from safetensors.torch import load_file
+    before = load_file(cut / "model.safetensors")
+    after = load_file(trained / "model.safetensors")
+    name = "model.layers.0.mlp.down_proj.weight"
+    assert before[name].shape == after[name].shape  # the cut's layer ...
+    assert not torch.equal(before[name], after[name])  # ... trained
+    arm = json.loads((out / "seed-0" / "arms" / "cooper_rollouts" / "arm.json").read_text())
+    assert arm["train"]["steps"] == 2
