@@ -115,7 +115,7 @@ def embedded_trunk(layers: int, *, source: str | os.PathLike | None = None,
         model = load_causal_lm(src, dtype="float32")
         total = len(model.model.layers)
         if layers > total:
-                raise UserError(f"{name} has {total} layers; ask for at most {total}")
+            raise UserError(f"{name} has {total} layers; ask for at most {total}")
         model.model.layers = model.model.layers[:layers]
         model.config.num_hidden_layers = layers
         if getattr(model.config, "layer_types", None):  # newer configs list a type per layer
