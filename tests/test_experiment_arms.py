@@ -120,13 +120,40 @@ def test_seeds():
     assert exp.for_seed(1).train.seed == 1 and exp.train.seed == 0  # a copy
 
 
-def test_a_rerun_may_add_seeds_but_not_change_settings(tmp_path):
+def test_a_rerun_may_add_seeds_and_arms_but_not_change_settings(tmp_path):
     from cooper.errors import UserError
     from cooper.experiment.hacking import _check_same_settings
 
-    _check_same_settings(load_experiment("hacking_cpu", ["seeds=0,1"]).validate(), tmp_path)
-    _check_same_settings(load_experiment("hacking_cpu", ["seeds=1,2"]).validate(), tmp_path)
-    saved = yaml.safe_load((tmp_path / "experiment.yaml").read_text())
+    out = tmp_path / "run"
+    out.mkdir()
+    _check_same_settings(load_experiment("hacking_cpu", ["seeds=0,1"]).validate(), out)
+    _check_same_settings(load_experiment("hacking_cpu", ["seeds=1,2"]).validate(), out)
+    saved = yaml.safe_load((out / "experiment.yaml").read_text())
     assert saved["seeds"] == "0,1,2"  # every seed run so far, for the report
-    with pytest.raises(UserError, match="other settings.*arms"):
-        _check_same_settings(load_experiment("hacking_cpu", ["arms=rule"]).validate(), tmp_path)
+    with pytest.raises(UserError, match="other settings.*train.max_steps"):
+        _check_same_settings(load_experiment("hacking_cpu", ["train.max_steps=7"]).validate(), out)
+
+
+def test_a_rerun_may_add_arms_but_not_change_one(tmp_path):
+    from cooper.errors import UserError
+    from cooper.experiment.hacking import _check_same_settings
+
+    def saved_arms():
+        return list(yaml.safe_load((tmp_path / "experiment.yaml").read_text())["arms"])
+
+    arms = {"rule": {"reward.mode": "rule"}, "rm": {"reward.mode": "rm"},
+            "fast": {"reward.mode": "cooper", "rm_update.lr": 1e-4}}
+    _check_same_settings(load_experiment(preset(tmp_path, arms), ["arms=fast,rm"]).validate(),
+                         tmp_path)
+    assert saved_arms() == ["fast", "rm"]
+    # the rest later: the preset's order, and the report then finds every arm
+    _check_same_settings(load_experiment(preset(tmp_path, arms)).validate(), tmp_path)
+    assert saved_arms() == ["rule", "rm", "fast"]
+    # a subset is a rerun of arms already there: nothing changes
+    _check_same_settings(load_experiment(preset(tmp_path, arms), ["arms=rm"]).validate(), tmp_path)
+    assert saved_arms() == ["rule", "rm", "fast"]
+    # an arm of the same name with other settings would mix two experiments under one name
+    changed = {**arms, "fast": {"reward.mode": "cooper", "rm_update.lr": 2e-4}}
+    with pytest.raises(UserError, match="other settings.*arms.fast"):
+        _check_same_settings(load_experiment(preset(tmp_path, changed)).validate(), tmp_path)
+    assert saved_arms() == ["rule", "rm", "fast"]

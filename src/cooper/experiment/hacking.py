@@ -95,25 +95,39 @@ def run_arm(exp: ExperimentConfig, arm: str, out: Path, setup: Setup) -> dict[st
 
 
 def _check_same_settings(exp: ExperimentConfig, out: Path) -> None:
-    """Refuse a folder that holds an experiment with other settings. The seeds may differ: a
-    rerun may add seeds (each is a replicate in its own folder); ``experiment.yaml`` then lists
-    every seed run so far, so the report finds them all."""
+    """Refuse a folder that holds an experiment with other settings. The seeds and the arms may
+    differ: a rerun may add seeds (each is a replicate in its own folder) or arms (``arms=NAME``
+    runs some arms now and the rest later), but an arm already there keeps its settings.
+    ``experiment.yaml`` then lists every seed and arm run so far, so the report finds them all."""
     path = out / SETTINGS_FILE
     now = exp.to_dict()
     now["seeds"] = ",".join(map(str, exp.seed_list))
     if path.is_file():
         before = yaml.safe_load(path.read_text())
-        diff = _differences({**before, "seeds": None}, {**now, "seeds": None})
+        arms, diff = merge_arms(before.get("arms") or {}, now["arms"])
+        diff += _differences({**before, "seeds": None, "arms": None},
+                             {**now, "seeds": None, "arms": None})
         if diff:
             raise UserError(f"{out} holds an experiment with other settings ({'; '.join(diff[:5])}"
                             f"{'; ...' if len(diff) > 5 else ''}): rerun with the same preset and "
                             "overrides to continue it, or choose another --out")
         seen = [int(s) for s in str(before.get("seeds") or before["train"]["seed"]).split(",")]
         seeds = seen + [s for s in exp.seed_list if s not in seen]
-        if seeds == seen:
+        if seeds == seen and list(arms) == list(before["arms"]):
             return
-        now["seeds"] = ",".join(map(str, seeds))
+        now["seeds"], now["arms"] = ",".join(map(str, seeds)), arms
     write_atomic(path, yaml.safe_dump(now, sort_keys=False))
+
+
+def merge_arms(before: dict[str, Any], now: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """(every arm of both runs, differences); an arm in both must have the same settings. When
+    this run adds arms, its order comes first (a full preset after ``arms=NAME`` restores the
+    preset's order), then the earlier runs' arms that it leaves out."""
+    diff = [f"arms.{name}: {before[name]!r} -> {settings!r}" for name, settings in now.items()
+            if name in before and before[name] != settings]
+    if set(now) <= set(before):
+        return before, diff
+    return {**now, **{k: v for k, v in before.items() if k not in now}}, diff
 
 
 def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
