@@ -11,7 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import run_cli
-from cooper.data.perturb import gold_solution, perturbed_triples, rewrite_final_answer, wrong_answer
+from cooper.data.perturb import (
+    answer_change,
+    gold_solution,
+    perturbed_triples,
+    rewrite_final_answer,
+    wrong_answer,
+)
 from cooper.data.problems import load_problems
 from cooper.types import Problem
 from cooper.verify.extraction import find_answer
@@ -103,6 +109,35 @@ def test_perturbed_triples_are_balanced_and_verified(verifier):
     assert again == triples
     with pytest.raises(ValueError, match="even"):
         perturbed_triples(problems, 3, random.Random(0))
+
+
+def test_min_change_leaves_out_near_misses(verifier):
+    """hacking_cpu_v3's initial data: every wrong answer more than 10 from the reference, where
+    the plain draw has many within 10 (one off, a units digit); the set is as large and right."""
+    problems = load_problems("arith_2x1", "train")
+    plain, _ = perturbed_triples(problems, 200, random.Random(0), verifier=verifier)
+    far, skipped = perturbed_triples(problems, 200, random.Random(0), verifier=verifier,
+                                     min_change=10)
+    changes = [answer_change(t.triple.completion, t.triple.reference) for t in plain[1::2]]
+    assert sum(c <= 10 for c in changes) >= 40  # near misses are common without the setting
+    assert len(far) == 200 and not skipped and [t.label for t in far] == [1, 0] * 100
+    for bad in far[1::2]:
+        assert answer_change(bad.triple.completion, bad.triple.reference) > 10
+        assert verifier.verify(bad.triple.completion, bad.triple.reference).reason == "wrong"
+    # a fraction has no distance to a plain number: skipped, and the skip says why
+    half = Problem("half", "Half of one?", "\\frac{1}{2}", "local",
+                   solution="It is \\boxed{\\frac{1}{2}}.")
+    assert perturbed_triples([half], 2, random.Random(0), verifier=verifier)[0]
+    triples, skipped = perturbed_triples([half], 2, random.Random(0), verifier=verifier,
+                                         min_change=10)
+    assert not triples and "no change over 10 in 20 draws" in skipped[0].detail
+
+
+def test_answer_change():
+    assert answer_change("3 + 4 = 9. The answer is \\boxed{9}.", "7") == 2
+    assert answer_change("The answer is \\boxed{1,010}.", "1000") == 10
+    assert answer_change("no answer here", "7") is None
+    assert answer_change("\\boxed{\\frac{1}{2}}", "3") is None
 
 
 def test_cli_writes_a_balanced_file(tmp_path):

@@ -66,6 +66,8 @@ class RMInitConfig:
     """perturbed triples (half gold, half wrong) the initial reward model is trained on; 0: use it as is"""
     unfinished: int = 0
     """extra wrong triples: gold solutions cut off before their final answer (as if out of tokens)"""
+    min_change: float = 0.0
+    """keep only wrong answers further than this from the reference (0: any change); e.g. 10 leaves the reward model without near misses"""
     dataset: str = "arith_small"
     """problems whose gold solutions and perturbed copies train the initial reward model"""
     split: str = "train"
@@ -170,6 +172,9 @@ class ExperimentConfig:
         if self.rm_init.unfinished < 0 or (self.rm_init.unfinished and not self.rm_init.triples):
             raise ConfigError("rm_init.unfinished needs rm_init.triples > 0 (it cuts their gold "
                               "solutions)")
+        if self.rm_init.min_change < 0:
+            raise ConfigError(f"rm_init.min_change must be >= 0 (0: any change), got "
+                              f"{self.rm_init.min_change}")
         if self.rm_init.triples < 0 or self.rm_init.triples % 2:
             raise ConfigError(f"rm_init.triples must be an even number >= 0 (gold + perturbed "
                               f"pairs), got {self.rm_init.triples}")

@@ -202,11 +202,41 @@ class PerturbSkip:
     detail: str = ""
 
 
+def answer_change(wrong: str, reference: str) -> float | None:
+    """How far the final answer of ``wrong`` is from a numeric ``reference`` (None when either
+    is not a plain number)."""
+    span = find_answer(wrong, "strict")
+    try:
+        return abs(float(_value(_result_of(clean_answer(span.text)))) - float(_value(reference)))
+    except (AttributeError, ValueError, ZeroDivisionError):
+        return None
+
+
+def _wrong_copy(gold: str, reference: str, rng: random.Random, verifier: Verifier,
+                min_change: float) -> str | None:
+    """A perturbed copy of ``gold``; with ``min_change`` > 0, one whose answer is further than
+    that from the reference (None when 20 draws give none). Without it, exactly one draw, so
+    the sets built before this setting existed are drawn the same."""
+    for _ in range(20 if min_change > 0 else 1):
+        wrong = rewrite_final_answer(gold, reference, rng, verifier=verifier)
+        if wrong is None or min_change <= 0:
+            return wrong
+        change = answer_change(wrong, reference)
+        if change is not None and change > min_change:
+            return wrong
+    return None
+
+
 def perturbed_triples(problems: Iterable[Problem], n: int, rng: random.Random, *,
-                      verifier: Verifier | None = None) -> tuple[list[LabelledTriple], list[PerturbSkip]]:
+                      verifier: Verifier | None = None, min_change: float = 0.0,
+                      ) -> tuple[list[LabelledTriple], list[PerturbSkip]]:
     """``n`` triples (``n`` even): for ``n / 2`` problems drawn with ``rng``, the gold solution
     (label 1) followed by its perturbed copy (label 0). Problems whose gold solution does not
-    verify against the reference, or cannot be perturbed, are skipped and reported."""
+    verify against the reference, or cannot be perturbed, are skipped and reported.
+
+    ``min_change`` > 0 keeps only wrong answers further than that from a numeric reference
+    (redrawn up to 20 times): a set without near misses, whose reward model has never been
+    shown that an answer one off is wrong (the blind spot of ``hacking_cpu_v3``)."""
     if n < 2 or n % 2:
         raise ValueError(f"n must be a positive even number (pairs of gold and perturbed), got {n}")
     verifier = verifier or default_verifier()
@@ -228,9 +258,11 @@ def perturbed_triples(problems: Iterable[Problem], n: int, rng: random.Random, *
         if not verdict.correct:  # label 1 must be true: never trust an unverified gold
             skipped.append(PerturbSkip(p.id, "gold not verified", verdict.reason))
             continue
-        wrong = rewrite_final_answer(gold, reference, rng, verifier=verifier)
+        wrong = _wrong_copy(gold, reference, rng, verifier, min_change)
         if wrong is None:
-            skipped.append(PerturbSkip(p.id, "cannot be perturbed", f"answer {verdict.extracted!r}"))
+            far = f", no change over {min_change:g} in 20 draws" if min_change > 0 else ""
+            skipped.append(PerturbSkip(p.id, "cannot be perturbed",
+                                       f"answer {verdict.extracted!r}{far}"))
             continue
         triples.append(LabelledTriple(Triple(p.question, p.reference, gold), True, f"{p.id}/gold",
                                       p.source))

@@ -81,11 +81,12 @@ def _reward_base(name: str | None, folder: Path, seed: int) -> str | None:
 
 
 def _triples_file(path: Path, dataset: str, split: str, n: int, seed: int,
-                  unfinished: int = 0) -> Path:
-    """Gold solutions (label 1) and perturbed copies (label 0); ``unfinished`` more label-0
-    triples are gold solutions cut at a random point before their final answer."""
+                  unfinished: int = 0, min_change: float = 0.0) -> Path:
+    """Gold solutions (label 1) and perturbed copies (label 0), those answers further than
+    ``min_change`` from the reference; ``unfinished`` more label-0 triples are gold solutions
+    cut at a random point before their final answer."""
     rng = random.Random(seed)
-    triples, _ = perturbed_triples(load_problems(dataset, split), n, rng)
+    triples, _ = perturbed_triples(load_problems(dataset, split), n, rng, min_change=min_change)
     if len(triples) < n:
         raise UserError(f"{dataset}/{split} gave only {len(triples)} perturbed triples of the "
                         f"{n} asked for; lower the number")
@@ -134,7 +135,8 @@ def run_setup(exp: ExperimentConfig, out: Path) -> Setup:
     info: dict[str, Any] = {}
     if exp.rm_init.triples:
         data = _triples_file(folder / "rm_train.jsonl", exp.rm_init.dataset, exp.rm_init.split,
-                             exp.rm_init.triples, seed, exp.rm_init.unfinished)
+                             exp.rm_init.triples, seed, exp.rm_init.unfinished,
+                             exp.rm_init.min_change)
         info["rm_init"] = _train_initial_rm(exp, base, data, folder / "reward_model")
         reward_model = str(folder / "reward_model")
     else:
