@@ -1,4 +1,5 @@
-"""The second-round testbed's parts: the arith_2x1 task and a reward model cut from a trunk."""
+"""The second- and third-round testbeds' parts: the arith_2x1 task, a reward model cut from a
+trunk, and v3's initial data without near misses."""
 
 from __future__ import annotations
 
@@ -44,6 +45,24 @@ def test_trunk_names():
         # refused when the settings are checked, before any stage runs
         with pytest.raises(UserError, match="setup.reward_model='embedded-trunk-"):
             load_experiment("hacking_cpu_v2", [f"setup.reward_model={bad}"]).validate()
+
+
+def test_third_round_preset_changes_only_the_initial_data(tmp_path):
+    from cooper.data.perturb import answer_change
+    from cooper.data.triples import load_triples
+    from cooper.experiment.hacking import _differences
+    from cooper.experiment.setup import _triples_file
+
+    v2, v3 = (load_experiment(p).validate() for p in ("hacking_cpu_v2", "hacking_cpu_v3"))
+    assert _differences(v2.to_dict(), v3.to_dict()) == ["rm_init.min_change: 0.0 -> 10.0"]
+    r = v3.rm_init
+    rows = load_triples(_triples_file(tmp_path / "t.jsonl", r.dataset, r.split, 200, 0, r.unfinished,
+                                      r.min_change)).rows
+    assert len(rows) == 200 and sum(t.label for t in rows) == 100
+    assert all(answer_change(t.triple.completion, t.triple.reference) > 10
+               for t in rows if not t.label)
+    with pytest.raises(UserError, match="rm_init.min_change must be >= 0"):
+        load_experiment("hacking_cpu_v3", ["rm_init.min_change=-1"]).validate()
 
 
 def test_trunk_keeps_the_first_layers_exactly(tiny_models, tmp_path):
