@@ -168,12 +168,13 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
     return summary
 
 
-HACKING_HOOK = ("The demo does not run the reward-hacking experiment: it takes 75-90 minutes "
-                "on a laptop (`cooper experiment hacking --preset hacking_cpu_v2 --seeds 0,1,2 "
-                "--jobs 2`). Its committed result (docs/experiment.md): Cooper with rollout "
-                "negatives was not hacked in 3 of 3 seeds and ended 1.2 points below the "
-                "verifier-paid policy; the fixed reward model was hacked in 1 of 3 seeds and "
-                "ended 25 points below; the paper's setting, 11 below.")
+HACKING_HOOK = ("The demo does not run the reward-hacking experiment: it takes about an hour "
+                "on a laptop (`cooper experiment hacking --preset hacking_cpu_v3 --seeds 0,1,2 "
+                "--jobs 2`). Its committed result (docs/experiment.md): the fixed reward model "
+                "was hacked in 3 of 3 seeds and its policy did not learn (15 points below the "
+                "verifier-paid one); Cooper with rollout negatives was not hacked in 3 of 3 "
+                "seeds and ended 1.5 points below the verifier-paid policy; the paper's "
+                "setting, 19 below (one seed of three hacked late).")
 
 
 def verdicts(figures: dict[str, Any]) -> list[str]:
