@@ -157,3 +157,8 @@ def test_a_rerun_may_add_arms_but_not_change_one(tmp_path):
     with pytest.raises(UserError, match="other settings.*arms.fast"):
         _check_same_settings(load_experiment(preset(tmp_path, changed)).validate(), tmp_path)
     assert saved_arms() == ["rule", "rm", "fast"]
+    # a folder from before arms had names: only the same arms continue it
+    (tmp_path / "experiment.yaml").write_text(yaml.safe_dump(
+        {**yaml.safe_load((tmp_path / "experiment.yaml").read_text()), "arms": "rule,rm"}))
+    with pytest.raises(UserError, match="other settings.*arms: 'rule,rm'"):
+        _check_same_settings(load_experiment(preset(tmp_path, arms)).validate(), tmp_path)

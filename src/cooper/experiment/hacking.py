@@ -104,7 +104,7 @@ def _check_same_settings(exp: ExperimentConfig, out: Path) -> None:
     now["seeds"] = ",".join(map(str, exp.seed_list))
     if path.is_file():
         before = yaml.safe_load(path.read_text())
-        arms, diff = merge_arms(before.get("arms") or {}, now["arms"])
+        arms, diff = merge_arms(before.get("arms"), now["arms"])
         diff += _differences({**before, "seeds": None, "arms": None},
                              {**now, "seeds": None, "arms": None})
         if diff:
@@ -113,16 +113,19 @@ def _check_same_settings(exp: ExperimentConfig, out: Path) -> None:
                             "overrides to continue it, or choose another --out")
         seen = [int(s) for s in str(before.get("seeds") or before["train"]["seed"]).split(",")]
         seeds = seen + [s for s in exp.seed_list if s not in seen]
-        if seeds == seen and list(arms) == list(before["arms"]):
+        if seeds == seen and arms == before.get("arms"):
             return
         now["seeds"], now["arms"] = ",".join(map(str, seeds)), arms
     write_atomic(path, yaml.safe_dump(now, sort_keys=False))
 
 
-def merge_arms(before: dict[str, Any], now: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def merge_arms(before: Any, now: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """(every arm of both runs, differences); an arm in both must have the same settings. When
     this run adds arms, its order comes first (a full preset after ``arms=NAME`` restores the
-    preset's order), then the earlier runs' arms that it leaves out."""
+    preset's order), then the earlier runs' arms that it leaves out. A folder written before arms
+    had names (``arms: rule,rm,cooper``) continues only with the same arms."""
+    if not isinstance(before, dict):
+        return now, [] if before == now else [f"arms: {before!r} -> {now!r}"]
     diff = [f"arms.{name}: {before[name]!r} -> {settings!r}" for name, settings in now.items()
             if name in before and before[name] != settings]
     if set(now) <= set(before):
