@@ -151,6 +151,18 @@ def test_cli_writes_a_balanced_file(tmp_path):
     assert all(r["source"] == "gsm8k" for r in rows)
 
 
+def test_cli_min_change_writes_no_near_misses(tmp_path):
+    out = tmp_path / "far.jsonl"
+    run_cli("data", "perturbed", "--dataset", "arith_2x1", "--split", "train", "--n", "40",
+            "--min-change", "10", "--out", out)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 40 and sum(r["label"] for r in rows) == 20
+    assert all(answer_change(r["completion"], r["reference"]) > 10 for r in rows if not r["label"])
+    bad = run_cli("data", "perturbed", "--dataset", "arith_2x1", "--n", "4", "--min-change", "-1",
+                  "--out", tmp_path / "x.jsonl", check=False)
+    assert bad.returncode == 2 and "--min-change must be >= 0" in bad.stderr
+
+
 def test_cli_errors_say_how_to_fix(tmp_path):
     odd = run_cli("data", "perturbed", "--dataset", "gsm8k", "--n", "3", "--out",
                   tmp_path / "x.jsonl", check=False)

@@ -14,6 +14,7 @@ from cooper.cli.common import (
     fields_from_args,
     local_options_from_args,
 )
+from cooper.data.problems import DATASET_HELP
 from cooper.infra.models import DEFAULT_MODEL
 
 SPEC_HELP = ("comma-separated model specs: [LABEL=]hf:MODEL (or just MODEL: the embedded "
@@ -30,8 +31,7 @@ def register(dsub: argparse._SubParsersAction) -> None:
                     "tokens, finish reason, status. Failed requests are rows with status "
                     "'failed' and the reason. Resumable: rerun the same command to skip "
                     "finished rows and retry failed ones; committed chunks survive a crash.")
-    c.add_argument("--dataset", required=True,
-                   help="gsm8k, svamp, math500, or a .jsonl/.json/.parquet file")
+    c.add_argument("--dataset", required=True, help=DATASET_HELP)
     c.add_argument("--split", default=None, help="split of a bundled dataset (default: test)")
     c.add_argument("--limit", type=int, default=None, help="the first N problems (default: all)")
     c.add_argument("--generators", default=None, metavar="SPECS", help=SPEC_HELP +

@@ -12,6 +12,7 @@ from cooper.cli.common import (
     fields_from_args,
     load_solved_problems,
 )
+from cooper.data.problems import DATASET_HELP
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,11 +40,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "with the verifier first; problems that fail or cannot be perturbed are "
                     "skipped and counted. SVAMP's equation is turned into a one-line solution; "
                     "local files need --solution-field.")
-    pert.add_argument("--dataset", required=True,
-                      help="gsm8k, svamp, math500, or a .jsonl/.json/.parquet file")
+    pert.add_argument("--dataset", required=True, help=DATASET_HELP)
     pert.add_argument("--split", default=None, help="split of a bundled dataset (default: test)")
     pert.add_argument("--n", type=int, required=True,
                       help="number of triples to write (even: half gold, half perturbed)")
+    pert.add_argument("--min-change", type=float, default=0.0, metavar="D",
+                      help="keep only wrong answers further than D from a numeric reference "
+                           "(a set without near misses; default 0: any change)")
     pert.add_argument("--out", required=True, help="output .jsonl file")
     pert.add_argument("--seed", type=int, default=0, help="sampling seed (default: %(default)s)")
     pert.add_argument("--solution-field", default=None,
@@ -98,6 +101,8 @@ def _perturbed(args: argparse.Namespace) -> int:
     from cooper.errors import UserError
     from cooper.infra.files import atomic_open
 
+    if args.min_change < 0:
+        raise UserError(f"--min-change must be >= 0 (0: any change), got {args.min_change:g}")
     if args.n < 2 or args.n % 2:
         raise UserError(f"--n must be a positive even number (gold and perturbed come in "
                         f"pairs), got {args.n}")
@@ -105,7 +110,8 @@ def _perturbed(args: argparse.Namespace) -> int:
     if args.n > 2 * len(problems):
         raise UserError(f"{problems.name} has {len(problems)} problems, so at most "
                         f"{2 * len(problems)} triples; lower --n")
-    triples, skipped = perturbed_triples(problems, args.n, random.Random(args.seed))
+    triples, skipped = perturbed_triples(problems, args.n, random.Random(args.seed),
+                                         min_change=args.min_change)
     if skipped:
         reasons: dict[str, int] = {}
         for s in skipped:

@@ -14,6 +14,7 @@ from cooper.cli.common import (
     load_solved_problems,
     local_options_from_args,
 )
+from cooper.data.problems import DATASET_HELP
 
 
 def register(dsub: argparse._SubParsersAction) -> None:
@@ -27,8 +28,7 @@ def register(dsub: argparse._SubParsersAction) -> None:
                     "--mix KIND=WEIGHT (see --show-mix); labels are balanced by default. Every "
                     "row is checked with the verifier; a candidate whose label would be wrong "
                     "is dropped and counted. A summary is printed and saved as OUT.stats.json.")
-    b.add_argument("--dataset", help="gsm8k, svamp, math500, arith, or a .jsonl/.json/.parquet "
-                                     "file with worked solutions")
+    b.add_argument("--dataset", help=DATASET_HELP + " with worked solutions")
     b.add_argument("--split", default="train", help="split of a bundled dataset "
                                                     "(default: %(default)s)")
     b.add_argument("--n", type=int, help="number of rows to write")

@@ -183,6 +183,7 @@ BUILTIN_SPLITS: dict[str, tuple[str, ...]] = {
     "arith_small": ("train", "test"),
     "arith_2x1": ("train", "validation", "test"),
 }
+DATASET_HELP = f"{', '.join(BUILTIN_SPLITS)}, or a .jsonl/.json/.parquet file"
 
 
 def _bundled(*parts: str) -> Path:
