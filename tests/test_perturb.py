@@ -131,6 +131,9 @@ def test_min_change_leaves_out_near_misses(verifier):
     triples, skipped = perturbed_triples([half], 2, random.Random(0), verifier=verifier,
                                          min_change=10)
     assert not triples and "no change over 10 in 20 draws" in skipped[0].detail
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="min_change"):
+            perturbed_triples([half], 2, random.Random(0), min_change=bad)
 
 
 def test_answer_change():
@@ -158,9 +161,16 @@ def test_cli_min_change_writes_no_near_misses(tmp_path):
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 40 and sum(r["label"] for r in rows) == 20
     assert all(answer_change(r["completion"], r["reference"]) > 10 for r in rows if not r["label"])
-    bad = run_cli("data", "perturbed", "--dataset", "arith_2x1", "--n", "4", "--min-change", "-1",
-                  "--out", tmp_path / "x.jsonl", check=False)
-    assert bad.returncode == 2 and "--min-change must be >= 0" in bad.stderr
+    for value in ("-1", "nan", "inf"):
+        bad = run_cli("data", "perturbed", "--dataset", "arith_2x1", "--n", "4", "--min-change",
+                      value, "--out", tmp_path / "x.jsonl", check=False)
+        assert bad.returncode == 2 and "--min-change must be a finite number >= 0" in bad.stderr
+    # no sum of a two-digit and a one-digit number can be changed by more than 1000: every
+    # problem is skipped, counted, and the error names the setting to lower; no file is written
+    far = run_cli("data", "perturbed", "--dataset", "arith_2x1", "--n", "4", "--min-change",
+                  "1000", "--out", tmp_path / "x.jsonl", check=False)
+    assert far.returncode == 2 and "cannot be perturbed" in far.stdout
+    assert "a smaller --min-change" in far.stderr and not (tmp_path / "x.jsonl").exists()
 
 
 def test_cli_errors_say_how_to_fix(tmp_path):

@@ -61,8 +61,9 @@ def test_third_round_preset_changes_only_the_initial_data(tmp_path):
     assert len(rows) == 200 and sum(t.label for t in rows) == 100
     assert all(answer_change(t.triple.completion, t.triple.reference) > 10
                for t in rows if not t.label)
-    with pytest.raises(UserError, match="rm_init.min_change must be >= 0"):
-        load_experiment("hacking_cpu_v3", ["rm_init.min_change=-1"]).validate()
+    for bad in ("-1", "nan", "inf"):
+        with pytest.raises(UserError, match="rm_init.min_change must be a finite number >= 0"):
+            load_experiment("hacking_cpu_v3", [f"rm_init.min_change={bad}"]).validate()
 
 
 def test_trunk_keeps_the_first_layers_exactly(tiny_models, tmp_path):

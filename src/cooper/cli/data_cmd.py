@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 
 from cooper.cli.common import (
     add_field_args,
@@ -101,8 +102,9 @@ def _perturbed(args: argparse.Namespace) -> int:
     from cooper.errors import UserError
     from cooper.infra.files import atomic_open
 
-    if args.min_change < 0:
-        raise UserError(f"--min-change must be >= 0 (0: any change), got {args.min_change:g}")
+    if not math.isfinite(args.min_change) or args.min_change < 0:
+        raise UserError(f"--min-change must be a finite number >= 0 (0: any change), got "
+                        f"{args.min_change:g}")
     if args.n < 2 or args.n % 2:
         raise UserError(f"--n must be a positive even number (gold and perturbed come in "
                         f"pairs), got {args.n}")
@@ -120,7 +122,8 @@ def _perturbed(args: argparse.Namespace) -> int:
               + ", ".join(f"{k}: {n}" for k, n in sorted(reasons.items())))
     if len(triples) < args.n:
         raise UserError(f"only {len(triples)} of the {args.n} triples could be made from "
-                        f"{problems.name}; lower --n or use a larger split")
+                        f"{problems.name}; lower --n or use a larger split"
+                        + (" or a smaller --min-change" if args.min_change > 0 else ""))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_open(out, "w") as f:

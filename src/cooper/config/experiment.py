@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -172,9 +173,9 @@ class ExperimentConfig:
         if self.rm_init.unfinished < 0 or (self.rm_init.unfinished and not self.rm_init.triples):
             raise ConfigError("rm_init.unfinished needs rm_init.triples > 0 (it cuts their gold "
                               "solutions)")
-        if self.rm_init.min_change < 0:
-            raise ConfigError(f"rm_init.min_change must be >= 0 (0: any change), got "
-                              f"{self.rm_init.min_change}")
+        if not math.isfinite(self.rm_init.min_change) or self.rm_init.min_change < 0:
+            raise ConfigError(f"rm_init.min_change must be a finite number >= 0 (0: any "
+                              f"change), got {self.rm_init.min_change}")
         if self.rm_init.triples < 0 or self.rm_init.triples % 2:
             raise ConfigError(f"rm_init.triples must be an even number >= 0 (gold + perturbed "
                               f"pairs), got {self.rm_init.triples}")

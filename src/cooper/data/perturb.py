@@ -30,6 +30,7 @@ error) against both the old answer and the reference; otherwise another value is
 from __future__ import annotations
 
 import logging
+import math
 import random
 import re
 from collections.abc import Iterable
@@ -239,6 +240,8 @@ def perturbed_triples(problems: Iterable[Problem], n: int, rng: random.Random, *
     shown that an answer one off is wrong (the blind spot of ``hacking_cpu_v3``)."""
     if n < 2 or n % 2:
         raise ValueError(f"n must be a positive even number (pairs of gold and perturbed), got {n}")
+    if not math.isfinite(min_change) or min_change < 0:
+        raise ValueError(f"min_change must be a finite number >= 0, got {min_change}")
     verifier = verifier or default_verifier()
     pool = list(problems)
     order = list(range(len(pool)))

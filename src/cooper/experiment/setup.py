@@ -89,7 +89,8 @@ def _triples_file(path: Path, dataset: str, split: str, n: int, seed: int,
     triples, _ = perturbed_triples(load_problems(dataset, split), n, rng, min_change=min_change)
     if len(triples) < n:
         raise UserError(f"{dataset}/{split} gave only {len(triples)} perturbed triples of the "
-                        f"{n} asked for; lower the number")
+                        f"{n} asked for; lower the number"
+                        + (" or rm_init.min_change" if min_change > 0 else ""))
     golds = [t for t in triples if t.label == 1]
     for i in range(unfinished):
         g = rng.choice(golds)
