@@ -66,6 +66,13 @@ def test_third_round_preset_changes_only_the_initial_data(tmp_path):
             load_experiment("hacking_cpu_v3", [f"rm_init.min_change={bad}"]).validate()
 
 
+def test_fourth_round_preset_only_runs_longer():
+    from cooper.experiment.hacking import _differences
+
+    v2, v4 = (load_experiment(p).validate() for p in ("hacking_cpu_v2", "hacking_cpu_v4"))
+    assert _differences(v2.to_dict(), v4.to_dict()) == ["train.max_steps: 200 -> 400"]
+
+
 def test_trunk_keeps_the_first_layers_exactly(tiny_models, tmp_path):
     full = load_causal_lm(tiny_models.policy, dtype="float32").eval()
     cut = embedded_trunk(1, source=tiny_models.policy, cache=tmp_path)
