@@ -130,6 +130,8 @@ def test_a_rerun_may_add_seeds_and_arms_but_not_change_settings(tmp_path):
     _check_same_settings(load_experiment("hacking_cpu", ["seeds=1,2"]).validate(), out)
     saved = yaml.safe_load((out / "experiment.yaml").read_text())
     assert saved["seeds"] == "0,1,2"  # every seed run so far, for the report
+    _check_same_settings(load_experiment("hacking_cpu", ["seeds=5,3"]).validate(), out)
+    assert yaml.safe_load((out / "experiment.yaml").read_text())["seeds"] == "0,1,2,3,5"
     with pytest.raises(UserError, match="other settings.*train.max_steps"):
         _check_same_settings(load_experiment("hacking_cpu", ["train.max_steps=7"]).validate(), out)
 

@@ -112,7 +112,7 @@ def _check_same_settings(exp: ExperimentConfig, out: Path) -> None:
                             f"{'; ...' if len(diff) > 5 else ''}): rerun with the same preset and "
                             "overrides to continue it, or choose another --out")
         seen = [int(s) for s in str(before.get("seeds") or before["train"]["seed"]).split(",")]
-        seeds = seen + [s for s in exp.seed_list if s not in seen]
+        seeds = sorted(set(seen) | set(exp.seed_list))  # replicates: listed in order on a rerun
         if seeds == seen and arms == before.get("arms"):
             return
         now["seeds"], now["arms"] = ",".join(map(str, seeds)), arms
