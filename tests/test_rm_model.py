@@ -33,6 +33,21 @@ def test_scores_are_probabilities_in_input_order_whatever_the_batching(rm):
     assert one_by_one == pytest.approx(sorted_scores, abs=1e-5)
 
 
+def test_identical_inputs_are_run_once_and_scored_alike(rm):
+    # a policy's group repeats itself: each distinct input goes through the model once
+    texts = [TRIPLES[i % 3] for i in (0, 1, 0, 2, 1, 0, 2)]
+    rows: list[int] = []
+    hook = rm.model.register_forward_pre_hook(
+        lambda module, args, kwargs: rows.append(len(kwargs["input_ids"])), with_kwargs=True)
+    try:
+        scores = rm.score(texts, batch_size=2)
+    finally:
+        hook.remove()
+    assert sum(rows) == 3  # not 7
+    alone = [rm.score([TRIPLES[i]])[0] for i in range(3)]
+    assert scores == pytest.approx([alone[i % 3] for i in (0, 1, 0, 2, 1, 0, 2)], abs=1e-5)
+
+
 def test_the_score_is_read_at_the_last_real_token(rm):
     # right padding: the shortest triple in a batch with a long one scores as it does alone
     short, long = Triple("q", "1", "a"), Triple("q", "1", "b" * 150)
