@@ -73,6 +73,13 @@ def test_fourth_round_preset_only_runs_longer():
     assert _differences(v2.to_dict(), v4.to_dict()) == ["train.max_steps: 200 -> 400"]
 
 
+def test_fifth_round_preset_only_runs_longer_than_the_fourth():
+    from cooper.experiment.hacking import _differences
+
+    v4, v5 = (load_experiment(p).validate() for p in ("hacking_cpu_v4", "hacking_cpu_v5"))
+    assert _differences(v4.to_dict(), v5.to_dict()) == ["train.max_steps: 400 -> 500"]
+
+
 def test_trunk_keeps_the_first_layers_exactly(tiny_models, tmp_path):
     full = load_causal_lm(tiny_models.policy, dtype="float32").eval()
     cut = embedded_trunk(1, source=tiny_models.policy, cache=tmp_path)
