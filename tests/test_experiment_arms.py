@@ -164,3 +164,30 @@ def test_a_rerun_may_add_arms_but_not_change_one(tmp_path):
         {**yaml.safe_load((tmp_path / "experiment.yaml").read_text()), "arms": "rule,rm"}))
     with pytest.raises(UserError, match="other settings.*arms: 'rule,rm'"):
         _check_same_settings(load_experiment(preset(tmp_path, arms)).validate(), tmp_path)
+
+
+def test_a_moved_experiment_folder_uses_its_own_setup(tmp_path):
+    import json
+    import shutil
+
+    from cooper.experiment.setup import _stored, run_setup
+
+    built = tmp_path / "there" / "seed-0" / "setup"
+    (built / "policy").mkdir(parents=True)
+    (built / "reward_model").mkdir()
+    (built / "probe.jsonl").write_text("")
+    paths = {"policy": str(built / "policy"), "reward_model": str(built / "reward_model"),
+             "probe": str(built / "probe.jsonl")}
+    stored = {k: _stored(v, built) for k, v in paths.items()}
+    assert stored == {"policy": "policy", "reward_model": "reward_model", "probe": "probe.jsonl"}
+    assert _stored("smollm2-135m-instruct", built) == "smollm2-135m-instruct"  # a name, as given
+    (built / "setup.json").write_text(json.dumps({"setup": stored}))
+    shutil.move(tmp_path / "there", tmp_path / "here")
+    exp = load_experiment("hacking_cpu").validate()
+    setup = run_setup(exp, tmp_path / "here" / "seed-0")
+    here = tmp_path / "here" / "seed-0" / "setup"
+    assert setup.policy == str(here / "policy") and setup.probe == str(here / "probe.jsonl")
+    # a setup.json written with absolute paths is read as it was
+    legacy = {**stored, "policy": "/elsewhere/policy"}
+    (here / "setup.json").write_text(json.dumps({"setup": legacy}))
+    assert run_setup(exp, tmp_path / "here" / "seed-0").policy == "/elsewhere/policy"

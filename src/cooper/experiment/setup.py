@@ -122,7 +122,7 @@ def run_setup(exp: ExperimentConfig, out: Path) -> Setup:
     done = read_json(folder / "setup.json")
     if done:
         log.info("%s/setup: complete, reused", out.name)
-        return Setup(**done["setup"])
+        return Setup(**{k: _located(v, folder) for k, v in done["setup"].items()})
     if folder.exists():  # an interrupted setup: start it over (it takes seconds to minutes)
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
@@ -147,9 +147,28 @@ def run_setup(exp: ExperimentConfig, out: Path) -> Setup:
     info["probe_accuracy"] = _probe_accuracy(reward_model, probe)
     setup = Setup(policy, reward_model, probe)
     info["initial_eval"] = evaluate_policy(exp, policy, folder / "initial_eval.json")
-    write_json(folder / "setup.json", {"setup": dataclasses.asdict(setup), **info,
+    stored = {k: _stored(v, folder) for k, v in dataclasses.asdict(setup).items()}
+    write_json(folder / "setup.json", {"setup": stored, **info,
                                        "seconds": time.perf_counter() - t0}, default=str)
     return setup
+
+
+def _stored(path: str, folder: Path) -> str:
+    """What ``setup.json`` records: a path inside the setup folder relative to it, so that a
+    moved or copied experiment folder (a run brought home from a cluster, a seed's setup reused
+    for a longer preset) uses its own files and not the ones where it was built; anything else
+    (a model name, the user's probe file) as given."""
+    try:
+        return Path(path).resolve().relative_to(folder.resolve()).as_posix()
+    except ValueError:
+        return path
+
+
+def _located(path: str, folder: Path) -> str:
+    """The inverse of :func:`_stored`. A ``setup.json`` written before paths were relative holds
+    absolute ones, which are used as they are."""
+    inside = folder / path
+    return str(inside) if not Path(path).is_absolute() and inside.exists() else path
 
 
 def _probe_accuracy(reward_model: str, probe: str) -> float:
