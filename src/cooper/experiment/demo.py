@@ -168,13 +168,13 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
     return summary
 
 
-HACKING_HOOK = ("The demo does not run the reward-hacking experiment: it takes about two hours "
-                "on a laptop (`cooper experiment hacking --preset hacking_cpu_v4 --seeds 0,1,2 "
-                "--jobs 2`). Its committed result (docs/experiment.md): the fixed reward model's "
-                "policy collapsed in 2 of 3 seeds (to 0-2% test accuracy; the third stalled at "
-                "48.5%); Cooper with rollout negatives was not hacked in 3 of 3 seeds and ended "
-                "1.0 point below the verifier-paid policy (66.9% vs 67.9%); the paper's "
-                "setting was hacked in 2 of 3 seeds (27.4%).")
+HACKING_HOOK = ("The demo does not run the reward-hacking experiment: it takes about an hour "
+                "and a half on a laptop (`cooper experiment hacking --preset hacking_cpu_v5 "
+                "--seeds 0,1,2 --jobs 2`). Its committed result (docs/experiment.md): the fixed "
+                "reward model's policy collapsed in 2 of 3 seeds (to 0-2% test accuracy; the "
+                "third stalled at 46.5%); Cooper with rollout negatives was not hacked in 3 of 3 "
+                "seeds and ended level with the verifier-paid policy (69.8% vs 69.7%); the "
+                "paper's setting was hacked in 2 of 3 seeds (16.9%).")
 
 
 def verdicts(figures: dict[str, Any]) -> list[str]:
