@@ -54,8 +54,9 @@ def _only(**weights) -> DataMixConfig:
 
 
 def test_every_kind_has_a_maker():
-    assert set(POSITIVE_MAKERS) | set(SAMPLED_KINDS) == set(POSITIVE_KINDS) | {"sampled_wrong"}
-    assert set(NEGATIVE_MAKERS) | {"sampled_wrong"} == set(NEGATIVE_KINDS)
+    sampled_negatives = {"sampled_wrong", "sampled_answer_changed"}
+    assert set(POSITIVE_MAKERS) | set(SAMPLED_KINDS) == set(POSITIVE_KINDS) | sampled_negatives
+    assert set(NEGATIVE_MAKERS) | sampled_negatives == set(NEGATIVE_KINDS)
 
 
 def test_surface_forms_split_and_verify(verifier, problems):
@@ -197,6 +198,26 @@ def test_sampled_completions_are_sorted_by_the_verifier(verifier):
     assert any("sampled_correct: 1 problem(s)" in n for n in summary.notes)
     with pytest.raises(UserError, match="unknown problem id"):
         build_mix(pool, 4, DataMixConfig(), sampled={"nope": ["x"]}, verifier=verifier)
+
+
+def test_a_correct_sample_with_its_answer_changed_is_a_negative_of_the_same_problem(verifier):
+    pool = load_problems("arith_small", "train", limit=60).problems
+    p = pool[0]
+    right = f"Let me add. {p.question[8:-1]} = {p.reference}.\nThe answer is \\boxed{{{p.reference}}}."
+    mix = _only(gold_boxed=1, sampled_correct=1, answer_changed=1, sampled_answer_changed=1)
+    rows, summary = build_mix(pool, 8, mix, sampled={p.id: [right]}, verifier=verifier)
+    ours = {r.kind: r for r in rows if r.id.startswith(p.id + "/")}
+    assert set(ours) == {"sampled_correct", "sampled_answer_changed"}  # a pair, one problem
+    wrong = ours["sampled_answer_changed"].triple.completion
+    assert ours["sampled_answer_changed"].label is False and wrong != right
+    # the model's own wording, every statement of the result changed, and verified wrong
+    assert wrong.startswith("Let me add. ") and p.reference not in wrong.split("=", 1)[1]
+    assert verifier.verify(wrong, p.reference).reason == "wrong"
+    assert summary.kinds["sampled_answer_changed"].rows == 1
+    # without a correct sample there is nothing to rewrite: its share goes to answer_changed
+    rows, summary = build_mix(pool, 8, mix, sampled={p.id: ["no idea"]}, verifier=verifier)
+    assert summary.kinds["sampled_answer_changed"].rows == 0
+    assert sum(r.kind == "answer_changed" for r in rows) == 4
 
 
 # ------------------------------------------------------------------ the command

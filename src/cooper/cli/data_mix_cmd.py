@@ -46,7 +46,8 @@ def register(dsub: argparse._SubParsersAction) -> None:
     s.add_argument("--sample-from", default=None, metavar="SPEC",
                    help="also sample completions from this model (a spec as in `cooper data "
                         "collect`: the embedded default, a folder, api:MODEL@URL); the verifier "
-                        "sorts them into sampled_correct and sampled_wrong")
+                        "sorts them into sampled_correct and sampled_wrong, and each correct one "
+                        "with its answer changed is a sampled_answer_changed")
     s.add_argument("--samples", type=int, default=0, metavar="N",
                    help="completions to sample: one each for the first N problems of the build "
                         "order (default: %(default)s)")

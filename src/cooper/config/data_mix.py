@@ -10,7 +10,7 @@ Changing one weight therefore never unbalances the labels. Weights need not sum 
 normalised.
 
 The kinds (made by :mod:`cooper.data.surface_forms`, :mod:`cooper.data.negative_kinds` and,
-for the two ``sampled_*`` kinds, by a local model) are the fields below. Sampled kinds take part
+for the ``sampled_*`` kinds, from completions of a local model) are the fields below. Sampled kinds take part
 only when the command samples from a model (``--sample-from``); without one, or when the model
 produces no completion of a kind, that kind's share goes to the other kinds of its label, and
 the summary says so. Values are checked when the dataclass is built and again after command-line
@@ -31,8 +31,8 @@ POSITIVE_KINDS = ("gold_original", "gold_hashes", "gold_boxed", "gold_answer_is"
 NEGATIVE_KINDS = ("answer_changed", "final_changed", "cut_before_answer", "other_problem", "degenerate_opener",
                   "degenerate_punctuation", "degenerate_foreign", "restated_question",
                   "empty_answer", "template_only", "correctness_claim", "number_only",
-                  "sampled_wrong")
-SAMPLED_KINDS = ("sampled_correct", "sampled_wrong")
+                  "sampled_wrong", "sampled_answer_changed")
+SAMPLED_KINDS = ("sampled_correct", "sampled_wrong", "sampled_answer_changed")
 
 
 @dataclass
@@ -84,6 +84,10 @@ class DataMixConfig:
     """the reference number alone, without any working or answer statement"""
     sampled_wrong: float = 0.1
     """completions sampled from --sample-from that the verifier finds wrong"""
+    sampled_answer_changed: float = 0.0
+    """a sampled completion that the verifier finds correct, with its final answer changed
+    consistently: the model's own wording, a wrong answer (with sampled_correct, a pair of
+    texts that differ only in the answer)"""
 
     def __post_init__(self) -> None:
         self.validate()

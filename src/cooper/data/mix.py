@@ -39,7 +39,7 @@ from typing import Any
 
 from cooper.config.data_mix import POSITIVE_KINDS, SAMPLED_KINDS, DataMixConfig
 from cooper.data.negative_kinds import NEGATIVE_MAKERS, KindContext, MakeFn
-from cooper.data.perturb import gold_solution
+from cooper.data.perturb import gold_solution, rewrite_final_answer
 from cooper.data.surface_forms import in_form
 from cooper.errors import UserError
 from cooper.infra.files import write_atomic, write_json
@@ -173,7 +173,7 @@ def build_mix(problems: Sequence[Problem], n: int, mix: DataMixConfig, *,
     by_id = {p.id: p for p in problems}
     pools: dict[str, dict[str, list[str]]] = {k: {} for k in SAMPLED_KINDS}
     if sampled is not None:
-        _sort_sampled(sampled, by_id, verifier, pools, summary)
+        _sort_sampled(sampled, by_id, verifier, pools, summary, mix.seed)
     # a problem gives at most one row per label: count problems, not completions
     available = None if sampled is None else {k: len(pools[k]) for k in SAMPLED_KINDS}
     if sampled is None:
@@ -238,8 +238,9 @@ def _count(counter: dict[str, int], key: str) -> None:
 
 def _sort_sampled(sampled: Mapping[str, Sequence[str]], by_id: Mapping[str, Problem],
                   verifier: Verifier, pools: dict[str, dict[str, list[str]]],
-                  summary: BuildSummary) -> None:
-    """Verify every sampled completion once; file it under sampled_correct or sampled_wrong."""
+                  summary: BuildSummary, seed: int) -> None:
+    """Verify every sampled completion once; file it under sampled_correct or sampled_wrong;
+    rewrite each correct one into sampled_answer_changed."""
     items = [(pid, text) for pid, texts in sampled.items() if pid in by_id for text in texts]
     unknown = [pid for pid in sampled if pid not in by_id]
     if unknown:
@@ -254,6 +255,15 @@ def _sort_sampled(sampled: Mapping[str, Sequence[str]], by_id: Mapping[str, Prob
         elif v.reason in NEGATIVE_REASONS:
             pools["sampled_wrong"].setdefault(pid, []).append(text)
     summary.sampled = dict(sorted(tally.items()))
+    # each correct one, its final answer changed consistently; the rewrite checks with the
+    # verifier that the new answer is wrong, and gives None when the answer has no number
+    for pid, texts in pools["sampled_correct"].items():
+        reference = normalize_reference(by_id[pid].reference)
+        for i, text in enumerate(texts):
+            rng = random.Random(f"{seed}/sampled_answer_changed/{pid}/{i}")
+            wrong = rewrite_final_answer(text, reference, rng, verifier=verifier)
+            if wrong is not None:
+                pools["sampled_answer_changed"].setdefault(pid, []).append(wrong)
     undecided = sum(c for r, c in tally.items() if r not in ("correct",) + NEGATIVE_REASONS)
     if undecided:
         summary.notes.append(f"{undecided} sampled completion(s) left out: the verifier timed out "
