@@ -238,3 +238,21 @@ def test_calibrate_writes_a_temperature_that_score_applies(two_models, capsys, v
     # a temperature changes no ranking
     assert all(scores[i] <= scores[j] for i in range(len(raw)) for j in range(len(raw))
                if raw[i] < raw[j])
+
+
+def test_calibrate_can_fit_on_a_label_balanced_subset(two_models, capsys, verifier):
+    _, _, _, tmp = two_models
+    held = tmp / "held_skewed.jsonl"
+    rows, _ = build_mix(load_problems("arith_small", "test").problems, 40,
+                        DataMixConfig(seed=9, positive_fraction=0.25), verifier=verifier)
+    held.write_text("".join(json.dumps(r.to_json()) + "\n" for r in rows))
+    model = tmp / "rm_mix"
+    fits = {}
+    for extra in ([], ["--balance", "3"]):
+        code, out, _ = _run(capsys, "rm", "calibrate", "--model", model, "--data", held,
+                            "--json", "--dry-run", *extra)
+        assert code == 0
+        fits[bool(extra)] = json.loads(out.strip().splitlines()[-1])
+    assert fits[False]["n"] == 40 and fits[True]["n"] == 20  # 10 correct, 10 of the 30 wrong
+    assert "balanced: 20 rows" in out
+    assert fits[True]["after"]["temperature"] != fits[False]["after"]["temperature"]

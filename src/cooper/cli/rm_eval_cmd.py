@@ -61,6 +61,10 @@ def register(rsub: argparse._SubParsersAction) -> None:
                      help="token budget per triple (default: the one the model was trained with)")
     cal.add_argument("--trust-remote-code", action="store_true",
                      help="allow a checkpoint to run its own Python code (off by default)")
+    cal.add_argument("--balance", type=int, default=None, metavar="SEED",
+                     help="fit on a label-balanced subset of --data, drawn with SEED (as `eval "
+                          "--balance`): a temperature fitted where 85%% are wrong flattens scores "
+                          "towards that prior")
     cal.add_argument("--dry-run", action="store_true", help="fit and report; write nothing")
     cal.add_argument("--json", action="store_true", help="end with one JSON object")
     add_input_args(cal)
@@ -193,6 +197,9 @@ def _calibrate(args: argparse.Namespace) -> int:
 
     args.no_reference = False
     rows = load_rows(args, args.data, require_label=True)
+    if args.balance is not None:
+        rows.rows = balanced(rows.rows, args.balance)
+        print(f"balanced: {len(rows.rows)} rows, half of each label (seed {args.balance})")
     labels = rows.labels
     if len(set(labels)) < 2:
         raise UserError(f"{args.data} holds only {'correct' if labels[0] else 'wrong'} rows; "
