@@ -141,9 +141,18 @@ def test_mix_weights_and_targets():
     # a sampled kind capped at what exists; its share goes to its label's other kinds
     notes: list[str] = []
     capped = targets(DataMixConfig(), 200, {"sampled_correct": 2, "sampled_wrong": 50}, notes)
-    assert capped["sampled_correct"] == 2 and capped["sampled_wrong"] == 10
+    assert capped["sampled_correct"] == 2 and capped["sampled_answer_changed"] == 0
+    assert capped["sampled_wrong"] == 40  # 100 * 0.6 / 1.5, once the rewritten kind has none
     assert sum(c for k, c in capped.items() if k in POSITIVE_KINDS) == 100
-    assert len(notes) == 1 and "sampled_correct: 2 problem(s) with a usable" in notes[0]
+    assert len(notes) == 2 and "sampled_correct: 2 problem(s) with a usable" in notes[0]
+    # two sampled kinds of one label both short: each held at what exists, the rest elsewhere
+    capped = targets(DataMixConfig(), 200, {"sampled_correct": 60, "sampled_wrong": 5,
+                                            "sampled_answer_changed": 3})
+    assert (capped["sampled_wrong"], capped["sampled_answer_changed"]) == (5, 3)
+    assert sum(c for k, c in capped.items() if k not in POSITIVE_KINDS) == 100
+    with pytest.raises(UserError, match="no other kind of that label"):
+        targets(_only(gold_boxed=1, sampled_wrong=1, sampled_answer_changed=1), 20,
+                {"sampled_wrong": 2, "sampled_answer_changed": 1})
     with pytest.raises(UserError, match="no positive kind"):
         _only(sampled_correct=1, answer_changed=1).weights(True, sampling=False)
 
@@ -268,5 +277,6 @@ def test_cli_samples_from_a_local_model(tmp_path, capsys, tiny_models):
     assert stats["kinds"]["sampled_correct"]["rows"] == 0
     assert "sampled_correct: 0 problem(s)" in printed
     kinds = [json.loads(line)["kind"] for line in out.read_text().splitlines()]
-    assert kinds.count("sampled_wrong") == stats["kinds"]["sampled_wrong"]["target"] == 2
+    # 8 asked (20 * 0.6 / 1.5), held at the 6 problems with a wrong sample
+    assert kinds.count("sampled_wrong") == stats["kinds"]["sampled_wrong"]["target"] == 6
     assert sum(1 for line in out.read_text().splitlines() if json.loads(line)["label"]) == 20

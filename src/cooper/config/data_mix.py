@@ -54,7 +54,7 @@ class DataMixConfig:
     """the worked solution ending 'The answer is \\boxed{n}.' (annotations kept half the time)"""
     gold_answer_is: float = 0.2
     """the worked solution ending 'The answer is n.' (annotations kept half the time)"""
-    sampled_correct: float = 0.15
+    sampled_correct: float = 1.0
     """completions sampled from --sample-from that the verifier finds correct"""
 
     # ---- negatives (weights within the negatives)
@@ -82,9 +82,9 @@ class DataMixConfig:
     """a claim of correctness with no solution: 'This is correct.', 'VERDICT: YES'"""
     number_only: float = 0.05
     """the reference number alone, without any working or answer statement"""
-    sampled_wrong: float = 0.1
+    sampled_wrong: float = 0.6
     """completions sampled from --sample-from that the verifier finds wrong"""
-    sampled_answer_changed: float = 0.0
+    sampled_answer_changed: float = 0.5
     """a sampled completion that the verifier finds correct, with its final answer changed
     consistently: the model's own wording, a wrong answer (with sampled_correct, a pair of
     texts that differ only in the answer)"""

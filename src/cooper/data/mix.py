@@ -122,20 +122,25 @@ def targets(mix: DataMixConfig, n: int, available: Mapping[str, int] | None = No
     out: dict[str, int] = {}
     for positive, total in ((True, n_pos), (False, n - n_pos)):
         weights = mix.weights(positive, sampling=sampling)
-        counts = _split(total, weights)
-        for kind in SAMPLED_KINDS:
-            if kind in counts and available is not None and counts[kind] > available.get(kind, 0):
-                have = available.get(kind, 0)
+        capped: dict[str, int] = {}  # sampled kinds held at what exists
+        while True:
+            rest = {k: w for k, w in weights.items() if k not in capped}
+            counts = {**_split(total - sum(capped.values()), rest), **capped}
+            # a label may hold several sampled kinds: cap until none is over what exists
+            over = [k for k in SAMPLED_KINDS if k in rest and available is not None
+                    and counts[k] > available.get(k, 0)]
+            if not over:
+                break
+            for kind in over:
+                have = capped[kind] = available.get(kind, 0)
                 if notes is not None:
                     notes.append(f"{kind}: {have} problem(s) with a usable sampled completion "
                                  f"for a target of {counts[kind]}; the other "
                                  f"{counts[kind] - have} row(s) go to the other kinds of its label")
-                rest = {k: w for k, w in weights.items() if k != kind}
-                if not rest:
-                    raise UserError(f"{kind} is the only kind of its label and only {have} "
-                                    "problem(s) have a sampled completion that qualifies; give "
-                                    "another kind a weight")
-                counts = {**_split(total - have, rest), kind: have}
+            if not any(k not in capped for k in weights):
+                raise UserError(f"{', '.join(over)}: only {sum(capped.values())} problem(s) have "
+                                "a sampled completion that qualifies and no other kind of that "
+                                "label has a weight; give another kind a weight")
         out.update(counts)
     return out
 
