@@ -122,6 +122,13 @@ def balanced(rows: list, seed: int) -> list:
     return [rows[i] for i in keep]
 
 
+def _balance(args: argparse.Namespace, rows) -> None:
+    """With ``--balance SEED``, keep a label-balanced subset of ``rows`` (in place) and say so."""
+    if args.balance is not None:
+        rows.rows = balanced(rows.rows, args.balance)
+        print(f"balanced: {len(rows.rows)} rows, half of each label (seed {args.balance})")
+
+
 def _blank(rows):
     from dataclasses import replace
 
@@ -134,9 +141,7 @@ def _eval_file(args: argparse.Namespace, rm):
     from cooper.rm.report import eval_report, format_report
 
     rows = load_rows(args, args.data, require_label=True)
-    if args.balance is not None:
-        rows.rows = balanced(rows.rows, args.balance)
-        print(f"balanced: {len(rows.rows)} rows, half of each label (seed {args.balance})")
+    _balance(args, rows)
     t0 = time.perf_counter()
     scores = rm.score(rows.triples, batch_size=args.batch_size, progress=not args.json)
     seconds = time.perf_counter() - t0
@@ -197,9 +202,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 
     args.no_reference = False
     rows = load_rows(args, args.data, require_label=True)
-    if args.balance is not None:
-        rows.rows = balanced(rows.rows, args.balance)
-        print(f"balanced: {len(rows.rows)} rows, half of each label (seed {args.balance})")
+    _balance(args, rows)
     labels = rows.labels
     if len(set(labels)) < 2:
         raise UserError(f"{args.data} holds only {'correct' if labels[0] else 'wrong'} rows; "
