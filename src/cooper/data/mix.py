@@ -178,7 +178,8 @@ def build_mix(problems: Sequence[Problem], n: int, mix: DataMixConfig, *,
     by_id = {p.id: p for p in problems}
     pools: dict[str, dict[str, list[str]]] = {k: {} for k in SAMPLED_KINDS}
     if sampled is not None:
-        _sort_sampled(sampled, by_id, verifier, pools, summary, mix.seed)
+        _sort_sampled(sampled, by_id, verifier, pools, summary, mix.seed,
+                      rewrite=mix.sampled_answer_changed > 0)
     # a problem gives at most one row per label: count problems, not completions
     available = None if sampled is None else {k: len(pools[k]) for k in SAMPLED_KINDS}
     if sampled is None:
@@ -243,9 +244,10 @@ def _count(counter: dict[str, int], key: str) -> None:
 
 def _sort_sampled(sampled: Mapping[str, Sequence[str]], by_id: Mapping[str, Problem],
                   verifier: Verifier, pools: dict[str, dict[str, list[str]]],
-                  summary: BuildSummary, seed: int) -> None:
+                  summary: BuildSummary, seed: int, rewrite: bool = True) -> None:
     """Verify every sampled completion once; file it under sampled_correct or sampled_wrong;
-    rewrite each correct one into sampled_answer_changed."""
+    with ``rewrite`` (the kind has a weight), rewrite each correct one into
+    sampled_answer_changed."""
     items = [(pid, text) for pid, texts in sampled.items() if pid in by_id for text in texts]
     unknown = [pid for pid in sampled if pid not in by_id]
     if unknown:
@@ -262,7 +264,7 @@ def _sort_sampled(sampled: Mapping[str, Sequence[str]], by_id: Mapping[str, Prob
     summary.sampled = dict(sorted(tally.items()))
     # each correct one, its final answer changed consistently; the rewrite checks with the
     # verifier that the new answer is wrong, and gives None when the answer has no number
-    for pid, texts in pools["sampled_correct"].items():
+    for pid, texts in pools["sampled_correct"].items() if rewrite else ():
         reference = normalize_reference(by_id[pid].reference)
         for i, text in enumerate(texts):
             rng = random.Random(f"{seed}/sampled_answer_changed/{pid}/{i}")
