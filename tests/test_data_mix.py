@@ -212,7 +212,8 @@ def test_sampled_completions_are_sorted_by_the_verifier(verifier):
 def test_a_correct_sample_with_its_answer_changed_is_a_negative_of_the_same_problem(verifier):
     pool = load_problems("arith_small", "train", limit=60).problems
     p = pool[0]
-    right = f"Let me add. {p.question[8:-1]} = {p.reference}.\nThe answer is \\boxed{{{p.reference}}}."
+    right = (f"Let me add. {p.question[8:-1]} = {p.reference}.\n"
+             f"The answer is \\boxed{{{p.reference}}}.")
     mix = _only(gold_boxed=1, sampled_correct=1, answer_changed=1, sampled_answer_changed=1)
     rows, summary = build_mix(pool, 8, mix, sampled={p.id: [right]}, verifier=verifier)
     ours = {r.kind: r for r in rows if r.id.startswith(p.id + "/")}

@@ -10,10 +10,10 @@ Changing one weight therefore never unbalances the labels. Weights need not sum 
 normalised.
 
 The kinds (made by :mod:`cooper.data.surface_forms`, :mod:`cooper.data.negative_kinds` and,
-for the ``sampled_*`` kinds, from completions of a local model) are the fields below. Sampled kinds take part
-only when the command samples from a model (``--sample-from``); without one, or when the model
-produces no completion of a kind, that kind's share goes to the other kinds of its label, and
-the summary says so. Values are checked when the dataclass is built and again after command-line
+for the ``sampled_*`` kinds, from completions of a local model) are the fields below. Sampled
+kinds take part only when the command samples from a model (``--sample-from``); without one, or
+when the model produces no completion of a kind, that kind's share goes to the other kinds of
+its label, and the summary says so. Values are checked when the dataclass is built and again after command-line
 overrides (:meth:`DataMixConfig.validate`).
 """
 
