@@ -13,8 +13,8 @@ The kinds (made by :mod:`cooper.data.surface_forms`, :mod:`cooper.data.negative_
 for the ``sampled_*`` kinds, from completions of a local model) are the fields below. Sampled
 kinds take part only when the command samples from a model (``--sample-from``); without one, or
 when the model produces no completion of a kind, that kind's share goes to the other kinds of
-its label, and the summary says so. Values are checked when the dataclass is built and again after command-line
-overrides (:meth:`DataMixConfig.validate`).
+its label, and the summary says so. Values are checked when the dataclass is built and again
+after command-line overrides (:meth:`DataMixConfig.validate`).
 """
 
 from __future__ import annotations
