@@ -56,5 +56,19 @@ def _train(args: argparse.Namespace) -> int:
     from cooper.rl.runner import run
 
     result = run(cfg, resume=args.resume)
+    _leave_process_group()
     print(f"trained {result.steps} steps in {result.seconds:.0f} s; run folder: {result.output_dir}")
     return 0
+
+
+def _leave_process_group() -> None:
+    """Under ``accelerate launch``, destroy the process group before the process exits.
+
+    Without it, gloo's worker threads can outlive the interpreter and abort a process that has
+    finished training ("terminate called without an active exception", SIGABRT), so the launcher
+    reports a failed run. PyTorch asks every trainer process to call this near the end of main.
+    """
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
