@@ -39,7 +39,8 @@ from typing import Any
 
 import yaml
 
-from cooper.config.experiment import ExperimentConfig
+from cooper.config.engine import ConfigError
+from cooper.config.experiment import ExperimentConfig, parse_seeds
 from cooper.config.train import TrainConfig
 from cooper.errors import UserError
 from cooper.experiment.final_eval import evaluate_policy
@@ -111,7 +112,10 @@ def _check_same_settings(exp: ExperimentConfig, out: Path) -> None:
             raise UserError(f"{out} holds an experiment with other settings ({'; '.join(diff[:5])}"
                             f"{'; ...' if len(diff) > 5 else ''}): rerun with the same preset and "
                             "overrides to continue it, or choose another --out")
-        seen = [int(s) for s in str(before.get("seeds") or before["train"]["seed"]).split(",")]
+        try:
+            seen = parse_seeds(before.get("seeds") or before["train"]["seed"])
+        except ConfigError as e:  # a hand-edited file: name it
+            raise UserError(f"{path}: {e}") from e
         seeds = sorted(set(seen) | set(exp.seed_list))  # replicates: listed in order on a rerun
         if seeds == seen and arms == before.get("arms"):
             return
