@@ -244,7 +244,7 @@ def _count(counter: dict[str, int], key: str) -> None:
 
 def _sort_sampled(sampled: Mapping[str, Sequence[str]], by_id: Mapping[str, Problem],
                   verifier: Verifier, pools: dict[str, dict[str, list[str]]],
-                  summary: BuildSummary, seed: int, rewrite: bool = True) -> None:
+                  summary: BuildSummary, seed: int, *, rewrite: bool) -> None:
     """Verify every sampled completion once; file it under sampled_correct or sampled_wrong;
     with ``rewrite`` (the kind has a weight), rewrite each correct one into
     sampled_answer_changed."""
