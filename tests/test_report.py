@@ -234,6 +234,23 @@ def test_first_round_folder_still_reports(tmp_path):
     assert "| Cooper | 82.00 | 82.00 |" in md
 
 
+@pytest.mark.parametrize("text, message", [
+    ("", "holds no experiment settings"),
+    ("seeds: [0, 1\n", r"cannot be read \(expected ',' or '\]'.*line 2\)"),
+    ("- 0\n- 1\n", "holds no experiment settings"),
+    ("seeds: '0,x'\ntrain: {seed: 0}\n", "seeds='0,x': list distinct integers"),
+    ("train: {seed: zero}\n", "seeds='zero': list distinct integers"),
+])
+def test_a_hand_edited_settings_file_gets_an_error_that_names_it(tmp_path, text, message):
+    """Empty, malformed or wrong-shaped experiment.yaml: a UserError naming the file, no trace."""
+    from cooper.errors import UserError
+
+    folder = synthetic_experiment(tmp_path / "exp", seeds=(0,), arms=("rule", "rm"))
+    (folder / "experiment.yaml").write_text(text)
+    with pytest.raises(UserError, match=f"experiment.yaml.*{message}"):
+        build_report(folder)
+
+
 def test_arm_colours_and_labels():
     colors = arm_colors(["rule", "mine", "rm", "theirs"])
     assert colors["rule"] == ARM_COLORS["rule"] and colors["rm"] == ARM_COLORS["rm"]

@@ -39,13 +39,18 @@ from typing import Any
 
 import yaml
 
-from cooper.config.engine import ConfigError
-from cooper.config.experiment import ExperimentConfig, parse_seeds
+from cooper.config.experiment import ExperimentConfig
 from cooper.config.train import TrainConfig
 from cooper.errors import UserError
 from cooper.experiment.final_eval import evaluate_policy
 from cooper.experiment.jobs import Stages, run_stages, threads_per_job
-from cooper.experiment.layout import SETTINGS_FILE, STATUS_FILE, arm_dir
+from cooper.experiment.layout import (
+    SETTINGS_FILE,
+    STATUS_FILE,
+    arm_dir,
+    listed_seeds,
+    read_settings,
+)
 from cooper.experiment.setup import Setup, run_setup
 from cooper.infra.environment import PACKAGES, environment, software_table
 from cooper.infra.files import read_json, write_atomic, write_json
@@ -104,7 +109,7 @@ def _check_same_settings(exp: ExperimentConfig, out: Path) -> None:
     now = exp.to_dict()
     now["seeds"] = ",".join(map(str, exp.seed_list))
     if path.is_file():
-        before = yaml.safe_load(path.read_text())
+        before = read_settings(out)
         arms, diff = merge_arms(before.get("arms"), now["arms"])
         diff += _differences({**before, "seeds": None, "arms": None},
                              {**now, "seeds": None, "arms": None})
@@ -112,10 +117,7 @@ def _check_same_settings(exp: ExperimentConfig, out: Path) -> None:
             raise UserError(f"{out} holds an experiment with other settings ({'; '.join(diff[:5])}"
                             f"{'; ...' if len(diff) > 5 else ''}): rerun with the same preset and "
                             "overrides to continue it, or choose another --out")
-        try:
-            seen = parse_seeds(before.get("seeds") or before["train"]["seed"])
-        except ConfigError as e:  # a hand-edited file: name it
-            raise UserError(f"{path}: {e}") from e
+        seen = listed_seeds(before)
         seeds = sorted(set(seen) | set(exp.seed_list))  # replicates: listed in order on a rerun
         if seeds == seen and arms == before.get("arms"):
             return

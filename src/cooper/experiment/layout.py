@@ -18,7 +18,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from cooper.config.engine import ConfigError
 from cooper.config.experiment import parse_seeds
+from cooper.errors import UserError
 
 SETTINGS_FILE = "experiment.yaml"
 STATUS_FILE = "experiment.json"
@@ -38,11 +42,37 @@ def setup_dir(seed_folder: Path) -> Path:
     return seed_folder / "setup"
 
 
+def read_settings(out: str | Path) -> dict[str, Any]:
+    """The ``experiment.yaml`` of folder ``out``, checked: the file may have been edited by hand,
+    so empty, malformed or unreadable settings and seeds get an error that names it."""
+    path = Path(out) / SETTINGS_FILE
+    try:
+        settings = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        mark = getattr(e, "problem_mark", None)  # YAML syntax: say where, in one line
+        why = f"{e.problem}, line {mark.line + 1}" if mark and getattr(e, "problem", None) else e
+        raise UserError(f"{path} cannot be read ({why}); restore it, or run the experiment into "
+                        "another --out") from e
+    if not isinstance(settings, dict) or not isinstance(settings.get("train"), dict):
+        raise UserError(f"{path} holds no experiment settings (a mapping with a 'train' "
+                        "section); restore it, or run the experiment into another --out")
+    try:
+        listed_seeds(settings)
+    except (ConfigError, KeyError) as e:
+        raise UserError(f"{path}: {e}") from e
+    return settings
+
+
+def listed_seeds(settings: dict[str, Any]) -> list[int]:
+    """The seeds run so far in the experiment whose ``experiment.yaml`` is ``settings``: its
+    ``seeds``, or ``train.seed`` for a first-round folder (no ``seeds`` setting)."""
+    seeds = settings.get("seeds")
+    return parse_seeds(seeds if seeds is not None else settings["train"]["seed"])
+
+
 def seed_folders(out: str | Path, settings: dict[str, Any]) -> list[tuple[int, Path]]:
     """(seed, folder) for each seed of the experiment whose ``experiment.yaml`` is
     ``settings``; a first-round folder (no ``seeds`` setting) is one seed at ``out`` itself."""
     if "seeds" not in settings:
-        return [(int(settings["train"]["seed"]), Path(out))]
-    seeds = (parse_seeds(settings["seeds"]) if settings["seeds"] is not None
-             else [int(settings["train"]["seed"])])
-    return [(s, seed_dir(out, s)) for s in seeds]
+        return [(listed_seeds(settings)[0], Path(out))]
+    return [(s, seed_dir(out, s)) for s in listed_seeds(settings)]

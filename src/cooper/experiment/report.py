@@ -25,12 +25,17 @@ import math
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from cooper.errors import UserError
 from cooper.experiment.document import ReportPaths, duration, write_report
 from cooper.experiment.figures import Arm, Run, hacking_figures, spread
-from cooper.experiment.layout import SETTINGS_FILE, STATUS_FILE, arm_dir, seed_folders, setup_dir
+from cooper.experiment.layout import (
+    SETTINGS_FILE,
+    STATUS_FILE,
+    arm_dir,
+    read_settings,
+    seed_folders,
+    setup_dir,
+)
 from cooper.experiment.plots import arm_label, make_plots
 from cooper.experiment.verdict import fmt, seed_verdict, verdict_sentences, verdict_table
 from cooper.infra.files import read_json
@@ -258,7 +263,7 @@ def build_report(folder: str | Path, out: str | Path | None = None) -> ReportPat
     if not settings_file.is_file():
         raise UserError(f"{folder} is not an experiment folder (no {SETTINGS_FILE}); run "
                         "`cooper experiment hacking --preset NAME --out DIR` first")
-    settings = yaml.safe_load(settings_file.read_text())
+    settings = read_settings(folder)
     status = read_json(folder / STATUS_FILE) or {}
     seeds = seed_folders(folder, settings)
     setups = [read_json(setup_dir(f) / "setup.json") for _, f in seeds]
