@@ -138,6 +138,21 @@ PAIR_LOSSES = ("bradley_terry", "margin")  # rm_update.loss (cooper.rm.losses)
 NEGATIVE_SOURCES = ("assistant", "rollouts", "both")  # rm_update.negatives
 
 
+def reward_plan(mode: str, *, has_rm: bool, pair_metrics: bool = True,
+                monitor: bool = True) -> RewardPlan:
+    """What pays the policy and what Stage 2 does, from ``reward.mode`` (the only place that
+    reads it) and the reward model's presence."""
+    choice("reward.mode", mode, MODES)
+    pays = Payer.VERIFIER if mode == "rule" else Payer.REWARD_MODEL
+    if mode == "cooper":
+        stage2 = Stage2.UPDATE
+    elif has_rm and pair_metrics:
+        stage2 = Stage2.MEASURE  # the same pairs, to show how a frozen reward model ranks
+    else:
+        stage2 = Stage2.OFF
+    return RewardPlan(pays, stage2, has_rm and (pays is Payer.REWARD_MODEL or monitor))
+
+
 @dataclass
 class RewardConfig:
     mode: str = "cooper"
@@ -196,6 +211,22 @@ class RMUpdateConfig:
     paper); the rest stay frozen: less memory, a shorter backward pass, and the update runs only
     the top k layers on what the step's scoring pass computed below them (same gradients)"""
 
+    def check(self) -> RMUpdateConfig:
+        """This section's own checks (also run by :meth:`TrainConfig.validate`)."""
+        choice("rm_update.positive_choice", self.positive_choice, ("first", "random"))
+        choice("rm_update.loss", self.loss, PAIR_LOSSES)
+        choice("rm_update.negatives", self.negatives, NEGATIVE_SOURCES)
+        for key in ("max_attempts", "positives_per_prompt", "micro_batch_size", "epochs",
+                    "negatives_per_positive"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"rm_update.{key} must be >= 1, got {getattr(self, key)}")
+        if self.anchor_weight < 0:
+            raise ConfigError(f"rm_update.anchor_weight must be >= 0, got {self.anchor_weight}")
+        if self.train_layers is not None and self.train_layers < 1:
+            raise ConfigError("rm_update.train_layers must be >= 1 (or none for every layer), "
+                              f"got {self.train_layers}")
+        return self
+
 
 @dataclass
 class AssistantConfig:
@@ -228,6 +259,14 @@ class AssistantConfig:
     background: bool | None = None
     """write negatives while the policy updates instead of after it (None = an endpoint does, a
     local model does not: on a CPU it competes with the policy update for the same cores)"""
+
+    def in_background(self) -> bool:
+        """Write negatives while the policy updates: ``background``, or by default for an
+        endpoint (network time overlaps the update) and not for a local model (on a CPU it would
+        compete with the update for the same cores) or the rule rewrite (free)."""
+        if self.backend == "rewrite":
+            return False
+        return self.backend == "endpoint" if self.background is None else self.background
 
 
 @dataclass
@@ -281,9 +320,7 @@ class TrainConfig:
         choice("reward.mode", self.reward.mode, MODES)
         choice("reward.verifier_mode", self.reward.verifier_mode, ("strict", "lenient"))
         choice("assistant.backend", self.assistant.backend, ("local", "endpoint", "rewrite"))
-        choice("rm_update.positive_choice", self.rm_update.positive_choice, ("first", "random"))
-        choice("rm_update.loss", self.rm_update.loss, PAIR_LOSSES)
-        choice("rm_update.negatives", self.rm_update.negatives, NEGATIVE_SOURCES)
+        self.rm_update.check()
         choice("rollout.vllm_mode", self.rollout.vllm_mode, ("colocate", "server"))
         choice("policy.dtype", self.policy.dtype, ("float32", "bfloat16", "float16"))
         choice("policy.scale_rewards", self.policy.scale_rewards, ("group", "batch", "none"))
@@ -301,18 +338,11 @@ class TrainConfig:
         if self.assistant.backend == "endpoint" and not (self.assistant.base_url and self.assistant.model):
             raise ConfigError("assistant.backend=endpoint needs assistant.base_url=URL and "
                               "assistant.model=NAME")
-        for key in ("max_steps", "policy.num_iterations", "rollout.prompts_per_step", "rollout.samples_per_prompt",
-                    "rollout.micro_batch_size", "rm_update.max_attempts",
-                    "rm_update.positives_per_prompt", "rm_update.micro_batch_size",
-                    "rm_update.epochs", "rm_update.negatives_per_positive",
+        for key in ("max_steps", "policy.num_iterations", "rollout.prompts_per_step",
+                    "rollout.samples_per_prompt", "rollout.micro_batch_size",
                     "assistant.batch_size", "validation.samples", "validation.limit"):
             if get_key(self, key) < 1:
                 raise ConfigError(f"{key} must be >= 1, got {get_key(self, key)}")
-        if self.rm_update.anchor_weight < 0:
-            raise ConfigError(f"rm_update.anchor_weight must be >= 0, got {self.rm_update.anchor_weight}")
-        if self.rm_update.train_layers is not None and self.rm_update.train_layers < 1:
-            raise ConfigError("rm_update.train_layers must be >= 1 (or none for every layer), "
-                              f"got {self.rm_update.train_layers}")
         if self.assistant.attempts_per_call < 0:
             raise ConfigError("assistant.attempts_per_call must be >= 0 (0 = automatic), got "
                               f"{self.assistant.attempts_per_call}")
@@ -329,31 +359,17 @@ class TrainConfig:
         return self
 
     def plan(self) -> RewardPlan:
-        """What pays the policy and what Stage 2 does, from ``reward.mode`` (the only place
-        that reads it) and the reward model's presence."""
-        mode, has_rm = self.reward.mode, bool(self.reward.model)
-        pays = Payer.VERIFIER if mode == "rule" else Payer.REWARD_MODEL
-        if mode == "cooper":
-            stage2 = Stage2.UPDATE
-        elif has_rm and self.rm_update.pair_metrics:
-            stage2 = Stage2.MEASURE  # the same pairs, to show how a frozen reward model ranks
-        else:
-            stage2 = Stage2.OFF
-        scores = has_rm and (pays is Payer.REWARD_MODEL or self.reward.monitor)
-        return RewardPlan(pays, stage2, scores)
+        """What pays the policy and what Stage 2 does (:func:`reward_plan`)."""
+        return reward_plan(self.reward.mode, has_rm=bool(self.reward.model),
+                           pair_metrics=self.rm_update.pair_metrics, monitor=self.reward.monitor)
 
     def uses_assistant(self) -> bool:
         """Stage 2 writes negatives from positives (``rm_update.negatives`` assistant or both)."""
         return self.plan().stage2 is not Stage2.OFF and self.rm_update.negatives != "rollouts"
 
     def background_negatives(self) -> bool:
-        """Write negatives while the policy updates: ``assistant.background``, or by default
-        for an endpoint (network time overlaps the update) and not for a local model (on a CPU
-        it would compete with the update for the same cores) or the rule rewrite (free)."""
-        a = self.assistant
-        if a.backend == "rewrite":
-            return False
-        return a.backend == "endpoint" if a.background is None else a.background
+        """Write negatives while the policy updates (:meth:`AssistantConfig.in_background`)."""
+        return self.assistant.in_background()
 
     def derived(self, num_processes: int = 1) -> dict[str, int]:
         """Values computed from the settings, in one place (TRL's batch arithmetic)."""
