@@ -67,7 +67,7 @@ def test_cooper_pairs_each_positive_with_its_hardest_trusted_wrong_rollouts(k):
     cfg = load_config(None, ["reward.mode=cooper", "reward.model=x", "rm_update.negatives=rollouts",
                              f"rm_update.negatives_per_positive={k}"])
     updater = RecordingUpdater()
-    cooper = CooperReward(cfg, rm=ScoresByText(texts), updater=updater,
+    cooper = CooperReward.from_config(cfg, rm=ScoresByText(texts), updater=updater,
                           verify=partial(verify_batch, mode="strict"),
                           verify_lenient=partial(verify_batch, mode="lenient"))
     completions = list(texts)
@@ -93,7 +93,7 @@ def test_the_update_reuses_the_scoring_pass_of_training_steps_only(tiny_models):
     rm = RewardModel.load(tiny_models.reward, max_length=256)
     rm.train_top_layers(1)  # as rm_update.train_layers=1
     updater = PairwiseUpdater(rm)
-    cooper = CooperReward(cfg, rm=rm, updater=updater, verify=partial(verify_batch, mode="strict"),
+    cooper = CooperReward.from_config(cfg, rm=rm, updater=updater, verify=partial(verify_batch, mode="strict"),
                           verify_lenient=partial(verify_batch, mode="lenient"))
     args = (["p"] * 3, ["What is 2 + 2?"] * 3, ["4"] * 3, texts)
     cooper.score(*args, step=0, training=False)
@@ -118,7 +118,7 @@ def test_both_sources_make_pairs_and_rollouts_need_no_assistant():
                                  f"rm_update.negatives={mode}", "assistant.backend=rewrite"])
         writer = (NegativeWriter(RewriteNegatives(), None, verify, 1) if mode != "rollouts"
                   else None)
-        cooper = CooperReward(cfg, rm=ScoresByText(texts), updater=RecordingUpdater(),
+        cooper = CooperReward.from_config(cfg, rm=ScoresByText(texts), updater=RecordingUpdater(),
                               verify=verify, negatives=writer)
         cooper.score(["p", "p"], ["q", "q"], refs, list(texts), step=0)
         st = cooper.update()
@@ -129,7 +129,7 @@ def test_both_sources_make_pairs_and_rollouts_need_no_assistant():
 
 def test_a_positive_without_a_wrong_rollout_is_counted_as_dropped():
     cfg = load_config(None, ["reward.mode=rm", "reward.model=x", "rm_update.negatives=rollouts"])
-    cooper = CooperReward(cfg, rm=ScoresByText({"so \\boxed{4}": 0.5, "x \\boxed{4}": 0.4}),
+    cooper = CooperReward.from_config(cfg, rm=ScoresByText({"so \\boxed{4}": 0.5, "x \\boxed{4}": 0.4}),
                           updater=None, verify=partial(verify_batch, mode="strict"))
     cooper.score(["p", "p"], ["q", "q"], ["4", "4"], ["so \\boxed{4}", "x \\boxed{4}"], step=0)
     st = cooper.update()
@@ -161,7 +161,7 @@ def test_a_frozen_reward_model_is_measured_in_micro_batches_with_dropout_off():
                              "rm_update.positives_per_prompt=3", "rm_update.negatives_per_positive=3",
                              "rm_update.micro_batch_size=2"])
     rm = LogitsByText(texts)
-    cooper = CooperReward(cfg, rm=rm, updater=None, verify=partial(verify_batch, mode="strict"))
+    cooper = CooperReward.from_config(cfg, rm=rm, updater=None, verify=partial(verify_batch, mode="strict"))
     cooper.score(["p"] * 6, ["q"] * 6, ["4"] * 6, list(texts), step=0)
     st = cooper.update()
     assert st.pairs == 9 and st.pair_acc_before == 1.0

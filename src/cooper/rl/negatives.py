@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from cooper.config.train import AssistantConfig, TrainConfig
+from cooper.config.train import AssistantConfig
 from cooper.data.perturb import rewrite_final_answer
 from cooper.infra.endpoint import Endpoint, EndpointConfig
 from cooper.infra.generation import HFGenerator, Messages, SamplingConfig
@@ -268,21 +268,22 @@ class NegativeWriter:
                 source.close()
 
 
-def negative_writer(cfg: TrainConfig, verify: VerifyFn, *,
+def negative_writer(a: AssistantConfig, verify: VerifyFn, *, max_attempts: int,
+                    dtype: str = "float32",
                     reference: tuple[PreTrainedModel, PreTrainedTokenizerBase] | None = None
                     ) -> NegativeWriter:
-    """The sources ``cfg.assistant`` names. A local assistant writes with ``reference`` (the
-    frozen reference policy the trainer already holds, so no extra weights) unless
-    ``assistant.model`` gives it its own."""
-    a = cfg.assistant
+    """The sources the assistant settings name, each negative given ``max_attempts``
+    (``rm_update.max_attempts``). A local assistant writes with ``reference`` (the frozen
+    reference policy the trainer already holds, so no extra weights) unless ``a.model`` gives it
+    its own, loaded in ``dtype``."""
     if a.backend == "rewrite":
-        return NegativeWriter(RewriteNegatives(), None, verify, cfg.rm_update.max_attempts)
+        return NegativeWriter(RewriteNegatives(), None, verify, max_attempts)
     fallback = RewriteNegatives() if a.fallback else None
     if a.backend == "endpoint":
         assistant: NegativeSource = EndpointAssistant.from_config(a)
     else:
         if a.model:
-            model = load_causal_lm(a.model, dtype=cfg.policy.dtype)
+            model = load_causal_lm(a.model, dtype=dtype)
             tok = load_tokenizer(a.model)
             if reference is not None:
                 model.to(reference[0].device)
@@ -293,5 +294,5 @@ def negative_writer(cfg: TrainConfig, verify: VerifyFn, *,
         model.eval().requires_grad_(False)
         gen = HFGenerator(model, tok, batch_size=a.batch_size, name="assistant")
         assistant = LocalAssistant(gen, max_new_tokens=a.max_new_tokens, temperature=a.temperature,
-                                   attempts_per_call=a.attempts_per_call or cfg.rm_update.max_attempts)
-    return NegativeWriter(assistant, fallback, verify, cfg.rm_update.max_attempts)
+                                   attempts_per_call=a.attempts_per_call or max_attempts)
+    return NegativeWriter(assistant, fallback, verify, max_attempts)

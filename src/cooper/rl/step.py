@@ -1,9 +1,9 @@
 """The online reward of Cooper: Stage 1 scores the rollouts, Stage 2 updates the reward model.
 
-This module knows nothing about the RL framework; :mod:`cooper.rl.trainer` wires it into TRL.
-One RL step (``method.md``, Part 2) as it happens here:
+This module knows nothing about the RL framework; :mod:`cooper.rl.trl_reward` makes it a TRL
+reward function. One RL step (docs/method.md) as it happens here:
 
-Stage 1, :meth:`CooperReward.score` (when the policy's rewards are computed):
+Stage 1, :meth:`CooperReward.score` (when TRL asks for the policy's rewards):
   1. verify every completion against the reference (rule-based, precise);
   2. score every completion with the *current* reward model: that is the policy's reward in the
      ``rm`` and ``cooper`` modes, the verdict is the reward in ``rule`` mode; when only the
@@ -12,17 +12,21 @@ Stage 1, :meth:`CooperReward.score` (when the policy's rewards are computed):
   3. gather the step's rollouts from every process, pick positives (verified correct), and hand
      each process its share; with rollout negatives, pair each positive with its prompt's
      wrong rollouts, hardest first, now, while the scores are the ones the policy is paid by; an
-     endpoint assistant starts writing its negatives now, in the background, so that its
-     network time overlaps the policy update instead of blocking it.
+     endpoint assistant starts writing its negatives now, in the background.
 
-Stage 2, :meth:`CooperReward.update` (after the policy's optimiser step, so this step's rewards
-came from the reward model *before* its update):
+Stage 2, :meth:`CooperReward.update` (once the rewards are fixed, so this step's rewards came
+from the reward model *before* its update, the paper's order; it runs right after Stage 1,
+or, when an endpoint writes negatives in the background, after the policy's optimiser step so
+that the network time overlaps it):
   4. negatives written from the positives: assistant proposals that the verifier confirms
      wrong, else the rule-based fallback, else the positive gets no such pair;
   5. the pairwise update of the reward model over every pair (rollout and assistant), gradients
      summed across processes. In ``rule`` and ``rm`` modes the reward model is not updated, but
      the same pairs still measure it (``rm/pair_acc_before``): the hacking signal of a frozen
      reward model.
+
+The policy's own step (TRL's) only reads the rewards Stage 1 returned, and the two updates touch
+different weights, so whether it runs before or after Stage 2 changes nothing it computes.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -37,7 +42,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cooper.config.train import Payer, Stage2, TrainConfig
+from cooper.config.train import Payer, RewardPlan, RMUpdateConfig, Stage2, TrainConfig
+from cooper.errors import UserError
 from cooper.infra.collective import Collective, SingleProcess
 from cooper.rl.negatives import NegativeOutcome, NegativeWriter, VerifyFn, build_pairs
 from cooper.rl.pairs import (
@@ -58,7 +64,36 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+def load_reward_model(model: str | os.PathLike | RewardModel | None, *, plan: RewardPlan,
+                      update: RMUpdateConfig, max_length: int | None = None,
+                      dtype: str = "float32", device=None
+                      ) -> tuple[RewardModel | None, PairwiseUpdater | None]:
+    """The reward model (a folder, or one already loaded) and, when Stage 2 updates it, its
+    updater: AdamW over the top ``update.train_layers`` layers (all when None)."""
+    if model is None:
+        return None, None
+    from cooper.rm.model import RewardModel
+    from cooper.rm.update import PairwiseUpdater
+
+    rm = model if isinstance(model, RewardModel) else RewardModel.load(
+        model, max_length=max_length, dtype=dtype)
+    if device is not None:
+        rm.model.to(device)
+    if plan.stage2 is not Stage2.UPDATE:
+        return rm, None
+    if update.train_layers is not None:
+        try:
+            rm.train_top_layers(update.train_layers)
+        except UserError as e:  # name the setting, not the function
+            raise UserError(f"rm_update.train_layers: {e}") from e
+    return rm, PairwiseUpdater(rm, lr=update.lr, weight_decay=update.weight_decay,
+                               max_grad_norm=update.max_grad_norm,
+                               micro_batch_size=update.micro_batch_size, loss=update.loss,
+                               margin=update.margin, anchor_weight=update.anchor_weight,
+                               epochs=update.epochs)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Stage2Stats:
     """What one reward-model update did (logged under ``rm/`` and ``perf/``)."""
 
@@ -97,25 +132,28 @@ class _Pending:
 class CooperReward:
     """Rewards for the policy and the online reward-model update, for one training process.
 
-    Built from the run's settings (:class:`~cooper.config.train.TrainConfig`; what pays the
-    policy and what Stage 2 does come from :meth:`~cooper.config.train.TrainConfig.plan`) and
-    the parts they name: the reward model and its updater, the verifier and the negatives.
+    Built from what pays the policy and what Stage 2 does (a
+    :class:`~cooper.config.train.RewardPlan`), the reward-model update's settings and the parts
+    they name: the reward model and its updater, the verifier and the negatives.
+    :meth:`from_config` builds one from a whole ``cooper train`` configuration.
     """
 
-    def __init__(self, cfg: TrainConfig, *, rm: RewardModel | None,
+    def __init__(self, plan: RewardPlan, update: RMUpdateConfig, *, rm: RewardModel | None,
                  updater: PairwiseUpdater | None,
                  verify: VerifyFn, verify_lenient: VerifyFn | None = None,
-                 negatives: NegativeWriter | None = None, collective: Collective | None = None):
-        plan = cfg.plan()
-        u = cfg.rm_update
+                 negatives: NegativeWriter | None = None, background: bool = False,
+                 score_batch_size: int = 16, seed: int = 0,
+                 collective: Collective | None = None):
+        u = update
+        uses_assistant = plan.stage2 is not Stage2.OFF and u.negatives != "rollouts"
         if plan.scores_with_rm and rm is None:
-            raise ValueError(f"reward.mode={cfg.reward.mode} needs a reward model")
+            raise ValueError(f"paying or monitoring with a reward model ({plan}) needs one")
         if plan.stage2 is Stage2.UPDATE and updater is None:
             raise ValueError("a reward-model update needs a PairwiseUpdater")
-        if cfg.uses_assistant() and negatives is None:
+        if uses_assistant and negatives is None:
             raise ValueError(f"rm_update.negatives={u.negatives} needs a NegativeWriter")
         self.plan, self.rm, self.updater, self.verify = plan, rm, updater, verify
-        self.negatives = negatives if cfg.uses_assistant() else None
+        self.negatives = negatives if uses_assistant else None
         self.from_rollouts = plan.stage2 is not Stage2.OFF and u.negatives in ("rollouts", "both")
         self.verify_lenient = verify_lenient or verify
         self.negatives_per_positive = u.negatives_per_positive
@@ -123,11 +161,24 @@ class CooperReward:
         self.micro_batch_size = u.micro_batch_size
         # the loss a frozen reward model is measured with: the one the update would minimise
         self.objective = pair_objective(u.loss, margin=u.margin, anchor_weight=u.anchor_weight)
-        self.score_batch_size, self.seed = cfg.reward.score_batch_size, cfg.seed
+        self.score_batch_size, self.seed = score_batch_size, seed
         self.collective = collective or SingleProcess()
-        self._executor = (ThreadPoolExecutor(1, "cooper-negatives")
-                          if self.negatives is not None and cfg.background_negatives() else None)
+        # an endpoint's negatives are written while the policy updates: Stage 2 then waits for
+        # the policy's step instead of running right after Stage 1
+        self.background = self.negatives is not None and background
+        self._executor = ThreadPoolExecutor(1, "cooper-negatives") if self.background else None
         self._pending: _Pending | None = None
+
+    @classmethod
+    def from_config(cls, cfg: TrainConfig, **parts) -> CooperReward:
+        """From a ``cooper train`` configuration and the parts (``rm=``, ``updater=``, ...)."""
+        return cls(cfg.plan(), cfg.rm_update, background=cfg.background_negatives(),
+                   score_batch_size=cfg.reward.score_batch_size, seed=cfg.seed, **parts)
+
+    @property
+    def pending(self) -> bool:
+        """Stage 1 prepared an update that Stage 2 has not run yet."""
+        return self._pending is not None
 
     # ------------------------------------------------------------------ Stage 1
 
@@ -266,10 +317,13 @@ class CooperReward:
             else:
                 loss_sum, right = c.sum_floats(self._measure_pairs(pos, neg))
             loss, acc = loss_sum / total_pairs, right / total_pairs
-        return Stage2Stats(pending.total_positives, total_pairs, from_rollouts, from_positives,
-                           valid, fallback, ambiguous, dropped, loss, acc, grad_norm, updated,
-                           skipped, seconds_negatives, seconds_working, time.perf_counter() - t,
-                           changed)
+        return Stage2Stats(
+            positives=pending.total_positives, pairs=total_pairs, pairs_rollout=from_rollouts,
+            pairs_assistant=from_positives, valid_negatives=valid, fallback_negatives=fallback,
+            negatives_ambiguous=ambiguous, dropped=dropped, loss=loss, pair_acc_before=acc,
+            grad_norm=grad_norm, updated=updated, skipped_nonfinite=skipped,
+            seconds_negatives=seconds_negatives, seconds_negatives_total=seconds_working,
+            seconds_update=time.perf_counter() - t, changed_fraction=changed)
 
     def _measure_pairs(self, pos: list[Triple], neg: list[Triple]) -> list[float]:
         """(summed loss, pairs ranked right) of the frozen reward model: the same objective

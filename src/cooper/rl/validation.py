@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from transformers import TrainerCallback
 from trl.models import unwrap_model_for_generation
@@ -32,28 +33,36 @@ from cooper.rl.pairs import shard
 from cooper.rm.metrics import binary_metrics
 
 if TYPE_CHECKING:
-    from cooper.rl.trainer import CooperTrainer
+    from cooper.rl.step import CooperReward
     from cooper.rm.model import RewardModel
+
+Metrics = dict[str, float]
 
 
 class ValidationCallback(TrainerCallback):
-    def __init__(self, trainer: CooperTrainer, vcfg: ValidationConfig, reward_cfg: RewardConfig,
-                 tokenizer):
-        self.trainer, self.vcfg, self.reward_cfg = trainer, vcfg, reward_cfg
-        self.tokenizer = tokenizer
+    """Validates at the start, every ``every_steps`` and at the end. Given only what it uses:
+    the policy (a function, as the trainer may wrap it), the accelerator, the Cooper step (its
+    reward model and collective), and where results go: ``log`` writes a record of its own (the
+    first validation, before any step), ``record`` adds to the step's log."""
+
+    def __init__(self, vcfg: ValidationConfig, reward_cfg: RewardConfig, tokenizer, *,
+                 policy: Callable[[], Any], accelerator, engine: CooperReward,
+                 log: Callable[[Metrics], None], record: Callable[[Metrics], None]):
+        self.vcfg, self.reward_cfg, self.tokenizer = vcfg, reward_cfg, tokenizer
+        self.policy, self.accelerator, self.engine = policy, accelerator, engine
+        self.log, self.record = log, record
         self.problems = list(load_problems(vcfg.dataset, vcfg.split, limit=vcfg.limit))
         # a bad probe file stops here, before training
         self.probe = load_triples(vcfg.rm_probe).rows if vcfg.rm_probe else None
 
     def validate(self, step: int) -> dict[str, float]:
         """Verified accuracy of the current policy on the held-out problems."""
-        trainer = self.trainer
-        c = trainer.cooper.collective
+        c = self.engine.collective
         mine = shard(self.problems, c.rank, c.world_size)
         v = self.vcfg
         sampling = SamplingConfig(n=v.samples, temperature=v.temperature, top_p=v.top_p,
                                   max_new_tokens=v.max_new_tokens, seed=step)
-        with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator) as model:
+        with unwrap_model_for_generation(self.policy(), self.accelerator) as model:
             was_training = model.training
             model.eval()
             try:
@@ -68,8 +77,8 @@ class ValidationCallback(TrainerCallback):
                                            sum(s.num_tokens for s in samples)])
         out = {"val/accuracy": correct / max(n, 1), "val/samples": n,
                "val/mean_tokens": tokens / max(n, 1)}
-        if self.probe and trainer.cooper.rm is not None:
-            out.update(self.probe_metrics(trainer.cooper.rm, c))
+        if self.probe and self.engine.rm is not None:
+            out.update(self.probe_metrics(self.engine.rm, c))
         return out
 
     def probe_metrics(self, rm: RewardModel, c: Collective) -> dict[str, float]:
@@ -83,9 +92,9 @@ class ValidationCallback(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.global_step == 0:
-            self.trainer.log(self.validate(0))
+            self.log(self.validate(0))
 
     def on_step_end(self, args, state, control, **kwargs):
         every = self.vcfg.every_steps
         if state.global_step == state.max_steps or (every and state.global_step % every == 0):
-            self.trainer.record(self.validate(state.global_step))
+            self.record(self.validate(state.global_step))
