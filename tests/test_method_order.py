@@ -2,9 +2,10 @@
 
 A reward model that counts its versions stands in for VerifyRM: its score *is* its version, and
 each pairwise update makes a new version. Step t's rewards must come from version t-1 (the
-reward model before this step's update), the update after the policy's optimiser step makes
-version t, and step t+1 scores with version t. Every step must be scored by the current reward
-model even when its batch repeats an earlier one exactly.
+reward model before this step's update), the update makes version t once those rewards are
+fixed, and step t+1 scores with version t. Every step must be scored by the current reward
+model even when its batch repeats an earlier one exactly. The same checks run on a planted
+wrong order, where they must fail.
 """
 
 from __future__ import annotations
@@ -67,6 +68,35 @@ def arith():
     return tiny_arith_models()
 
 
+def order_problems(events: list, steps: int) -> list[str]:
+    """What in a run's (kind, version) events breaks the method's order."""
+    problems = []
+    scores = [v for kind, v in events if kind == "score"]
+    if len(scores) != steps:
+        problems.append(f"{len(scores)} scorings for {steps} steps (one each, repeats included)")
+    updates = [v for kind, v in events if kind == "update"]
+    if updates != list(range(1, steps + 1)):
+        problems.append(f"updates {updates}: not one per step")
+    for t in range(1, steps + 1):
+        if ("update", t) not in events or ("policy", t) not in events:
+            continue
+        at = events.index(("update", t))
+        if events[:at].count(("score", t - 1)) != 1:
+            problems.append(f"step {t}: not scored once by version {t - 1} before its update")
+        elif events.index(("score", t - 1)) > events.index(("policy", t)):
+            problems.append(f"step {t}: the policy stepped before its rewards were computed")
+    return problems
+
+
+def test_the_order_check_fails_on_a_planted_wrong_order():
+    # the update before the scoring: step t is paid by version t, not t-1
+    wrong = [e for t in (1, 2) for e in (("update", t), ("score", t), ("policy", t))]
+    assert any("not scored once by version 0" in p for p in order_problems(wrong, 2))
+    # the right order passes
+    right = [e for t in (1, 2) for e in (("score", t - 1), ("update", t), ("policy", t))]
+    assert order_problems(right, 2) == []
+
+
 def test_rewards_come_from_the_reward_model_before_its_update(arith, tmp_path, monkeypatch):
     from cooper.config import load_config
     from cooper.rl import runner
@@ -92,15 +122,7 @@ def test_rewards_come_from_the_reward_model_before_its_update(arith, tmp_path, m
         "rollout.max_completion_length=48", "assistant.backend=rewrite", "policy.lr=1e-12",
         "validation.enabled=false", f"max_steps={steps}", f"output_dir={tmp_path / 'run'}"])
     runner.run(cfg)
-    scores = [v for kind, v in events if kind == "score"]
-    assert len(scores) == steps, f"every step is scored once, repeated batches included: {events}"
-    updates = [v for kind, v in events if kind == "update"]
-    assert updates == list(range(1, steps + 1)), f"one update per step: {events}"
-    for t in range(1, steps + 1):
-        at = events.index(("update", t))
-        # step t: scored with version t-1, then the policy's step, then the update to version t
-        assert events[:at].count(("score", t - 1)) == 1
-        assert events.index(("score", t - 1)) < events.index(("policy", t)) < at
+    assert order_problems(events, steps) == [], events
     rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     rm_mean = [r["reward/rm_mean"] for r in rows if "reward/rm_mean" in r]
     assert rm_mean == pytest.approx([v / 100 for v in range(steps)])

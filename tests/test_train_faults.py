@@ -128,7 +128,8 @@ def test_a_non_finite_score_makes_its_row_unscorable_in_every_column():
     of its group's baseline; a finite verdict column beside it would turn NaN into reward 0."""
     from cooper.config import load_config
     from cooper.rl.step import CooperReward
-    from cooper.rl.trainer import reward_weights, rule_column
+    from cooper.rl.trainer import reward_weights
+    from cooper.rl.trl_reward import verifier_column
     from cooper.verify.verifier import Verdict
 
     def verify(completions, references):
@@ -139,13 +140,13 @@ def test_a_non_finite_score_makes_its_row_unscorable_in_every_column():
         cfg = load_config(None, [f"reward.mode={mode}", "reward.model=x",
                                  "rm_update.pair_metrics=false"])
         plan = cfg.plan()
-        cooper = CooperReward(cfg, rm=_FixedScores([0.9, math.nan, math.inf, 0.2]),
+        cooper = CooperReward.from_config(cfg, rm=_FixedScores([0.9, math.nan, math.inf, 0.2]),
                               updater=object() if mode == "cooper" else None, verify=verify,
                               negatives=object() if mode == "cooper" else None)
         rollouts, stats, _ = cooper.score(["p"] * 4, ["q"] * 4, ["1"] * 4, ["1", "1", "2", "2"],
                                           step=0, training=False)
         assert reward_weights(plan.pays, plan.scores_with_rm) == [0.0, 1.0]
-        assert rule_column(rollouts, plan.pays) == [1.0, None, None, 0.0]
+        assert verifier_column(rollouts, plan.pays) == [1.0, None, None, 0.0]
         rewards = cooper.rewards(rollouts)
         assert rewards[0] == 0.9 and rewards[3] == 0.2
         assert math.isnan(rewards[1]) and math.isnan(rewards[2])
@@ -164,7 +165,7 @@ def test_pathological_completions_cost_one_verifier_timeout_per_step():
     hangs = [r"\boxed{9^{9^{9^{9}}}}", r"\boxed{(10^{10})!}", r"\boxed{10^{10^{10}}}"]
     completions = [*hangs, r"so \boxed{3}", r"so \boxed{4}"]
     timeout = 1.0
-    cooper = CooperReward(load_config(None, ["reward.mode=rule"]), rm=None, updater=None,
+    cooper = CooperReward.from_config(load_config(None, ["reward.mode=rule"]), rm=None, updater=None,
                           verify=partial(verify_batch, timeout_s=timeout))
     t0 = time.perf_counter()
     rollouts, stats, seconds = cooper.score([f"p{i}" for i in range(5)], ["q"] * 5, ["3"] * 5,

@@ -22,8 +22,6 @@ from conftest import run_cli
 # method -> (parameters we call it with, what CooperTrainer uses it for)
 METHODS = {
     "_generate": (["self", "prompts"], "perf/generation: the time of rollout generation"),
-    "_calculate_rewards": (["self", "inputs", "prompts", "completions", "completion_ids_list"],
-                           "Stage 1 runs once per call (the batch counter)"),
     "_generate_and_score_completions": (["self", "inputs"],
                                         "perf/generation and perf/logprobs are recorded"),
     "_save_checkpoint": (["self", "model", "trial"], "checkpoints staged, then renamed"),

@@ -20,12 +20,13 @@ import yaml
 from accelerate import PartialState
 from datasets import Dataset
 
-from cooper.config.train import Stage2, TrainConfig
+from cooper.config.train import TrainConfig
 from cooper.data.problems import Fields, load_problems
 from cooper.data.prompts import prompt_messages, render_prompt
 from cooper.errors import UserError
 from cooper.infra import collective
 from cooper.infra.models import load_tokenizer, resolve
+from cooper.rl import step
 from cooper.rl.checkpoints import (
     complete_checkpoints,
     discard_staged_checkpoints,
@@ -77,24 +78,9 @@ def build_dataset(cfg: TrainConfig, tokenizer) -> Any:
 def load_reward_model(cfg: TrainConfig, device=None) -> tuple[RewardModel | None,
                                                               PairwiseUpdater | None]:
     """The reward model (``reward.model``) and, when Stage 2 updates it, its updater."""
-    if not cfg.reward.model:
-        return None, None
-    rm = RewardModel.load(cfg.reward.model, max_length=cfg.reward.max_length,
-                          dtype=cfg.policy.dtype)
-    if device is not None:
-        rm.model.to(device)
-    if cfg.plan().stage2 is not Stage2.UPDATE:
-        return rm, None
-    u = cfg.rm_update
-    if u.train_layers is not None:
-        try:
-            rm.train_top_layers(u.train_layers)
-        except UserError as e:  # name the setting, not the function
-            raise UserError(f"rm_update.train_layers: {e}") from e
-    return rm, PairwiseUpdater(rm, lr=u.lr, weight_decay=u.weight_decay,
-                               max_grad_norm=u.max_grad_norm, micro_batch_size=u.micro_batch_size,
-                               loss=u.loss, margin=u.margin, anchor_weight=u.anchor_weight,
-                               epochs=u.epochs)
+    return step.load_reward_model(cfg.reward.model or None, plan=cfg.plan(),
+                                  update=cfg.rm_update, max_length=cfg.reward.max_length,
+                                  dtype=cfg.policy.dtype, device=device)
 
 
 def run(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:

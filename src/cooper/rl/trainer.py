@@ -1,24 +1,31 @@
-"""Cooper on TRL's GRPOTrainer: the only module that knows TRL's internals.
+"""``cooper train``: TRL's GRPOTrainer with Cooper's reward function, timing and atomic checkpoints.
 
-How the pieces meet (verified on trl 1.16):
+One Cooper step, top to bottom (docs/method.md), as this trainer runs it:
 
-- TRL calls every reward function once per generation batch on each process, with that
-  process's slice of the rollouts and every dataset column as a keyword argument, from inside
-  ``_calculate_rewards``. :class:`CooperTrainer` passes two of its own methods: ``rule`` (the
-  verifier) and ``reward_model``. The one not optimised gets weight 0, so it is logged but not
-  trained on: every run shows the verifier next to the reward it optimises. A reward model
-  passed directly in ``reward_funcs`` would never see the reference answer, hence the methods.
-- Stage 1 (:meth:`~cooper.rl.step.CooperReward.score`) runs once per batch: the trainer counts
-  its ``_calculate_rewards`` calls and the first reward function called in a batch scores it.
-  Keyed by the call, not by the texts, so a batch that repeats an earlier one exactly is scored
-  by the current reward model and gets its own Stage 2, and every process agrees on it.
-- Stage 2 (:meth:`~cooper.rl.step.CooperReward.update`) runs in ``on_step_end``, after the
-  policy's optimiser step and before TRL logs, so step t's rewards came from the reward model
-  before its update and the update lands in step t's metrics.
-- Everything is built in the constructor: the Cooper reward (its local assistant writes with
-  the frozen reference policy TRL has just loaded, so it costs no extra weights), and the
-  callbacks, each given the trainer itself.
-- Checkpoints are staged and renamed into place (:mod:`cooper.rl.checkpoints`).
+1. TRL generates the rollouts (:meth:`CooperTrainer._generate`, timed);
+2. TRL asks for their rewards: the :class:`~cooper.rl.trl_reward.CooperRewardFunction` built
+   here verifies them and scores them with the current reward model (Stage 1), then updates the
+   reward model on the step's pairs (Stage 2), the rewards already fixed; the verifier's column
+   and the reward model's column are two reward functions of TRL, the one that does not pay
+   with weight 0, so every run logs the verifier next to the reward it optimises;
+3. TRL takes the policy's step on those rewards (its GRPO loss; timed);
+4. the :class:`~cooper.rl.trl_reward.CooperCallback`'s ``on_step_end`` (an endpoint's
+   background negatives only: Stage 2 after the policy's step), then validation, the metrics
+   file and, every ``save_steps``, a checkpoint with the reward model inside.
+
+This is the public drop-in (:mod:`cooper.rl.trl_reward`) plus what the public API cannot do;
+the private parts of TRL it overrides, each for one reason (checked by
+``tests/test_trl_contract.py``):
+
+- ``_generate``, ``_generate_and_score_completions``, ``training_step``: the ``perf/*``
+  seconds of each stage (TRL reports none to callbacks);
+- ``_save_checkpoint``, ``_get_output_dir``: a checkpoint is written into a staging folder,
+  completed with the reward model and a marker, then renamed into place, so a run killed while
+  saving leaves no half-written ``checkpoint-N`` (a callback's ``on_save`` runs after TRL's
+  folder is already in place);
+- ``_metrics`` (read, not overridden): :meth:`CooperTrainer.record` adds values measured
+  outside a reward call (timings, validation, a background Stage 2) to the step's log;
+- ``ref_model`` (read): the local assistant writes negatives with the frozen reference policy.
 """
 
 from __future__ import annotations
@@ -26,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import os
 import shutil
 import time
@@ -45,11 +51,10 @@ from cooper.infra.models import load_causal_lm, load_tokenizer
 from cooper.rl.checkpoints import COMPLETE_MARKER, STAGING, rotate, save_reward_model_state
 from cooper.rl.console import ConsoleCallback
 from cooper.rl.negatives import negative_writer
-from cooper.rl.pairs import RolloutStats
-from cooper.rl.step import CooperReward, Stage2Stats
+from cooper.rl.step import CooperReward
+from cooper.rl.trl_reward import CooperCallback, CooperRewardFunction, check_trainable_precision
 from cooper.rl.validation import ValidationCallback
-from cooper.types import Rollout
-from cooper.verify.verifier import completion_text, verify_batch
+from cooper.verify.verifier import verify_batch
 
 log = logging.getLogger(__name__)
 
@@ -111,75 +116,20 @@ def reward_weights(pays: Payer, scores_with_rm: bool) -> list[float]:
     return [1.0, 0.0] if pays is Payer.VERIFIER else [0.0, 1.0]
 
 
-def rule_column(rollouts: list[Rollout], pays: Payer) -> list[float | None]:
-    """The verifier's column. When it is only logged (weight 0), a row whose reward-model
-    score is not finite must be unscorable in *every* column: TRL then gives it zero advantage
-    and leaves it out of its group's mean, whereas a finite verdict beside a NaN score would be
-    summed into a reward of 0, the lowest a probability can be."""
-    if pays is Payer.VERIFIER:
-        return [float(r.correct) for r in rollouts]
-    return [float(r.correct) if r.rm_score is not None and math.isfinite(r.rm_score) else None
-            for r in rollouts]
-
-
-def log_rollout_stats(log_metric, stats: RolloutStats, seconds: dict[str, float]) -> None:
-    log_metric("reward/rule_mean", stats.rule_mean)
-    if stats.rm_mean is not None:
-        log_metric("reward/rm_mean", stats.rm_mean)
-        log_metric("hacking/gap", stats.gap)
-        log_metric("rm/agreement", stats.agreement)
-    if stats.top_wrong is not None:
-        log_metric("hacking/top_wrong", stats.top_wrong)
-    if stats.group_auroc is not None:
-        log_metric("rm/group_auroc", stats.group_auroc)
-    if stats.rm_mean is not None or stats.nonfinite_scores:  # counted even when all are
-        log_metric("reward/nonfinite", stats.nonfinite_scores)
-    log_metric("rm/problems_with_positive", stats.problems_with_positive)
-    for name, value in seconds.items():
-        log_metric(f"perf/{name}", value)
-
-
-def stage2_metrics(st: Stage2Stats) -> dict[str, float]:
-    m = {"rm/positives": st.positives, "rm/pairs": st.pairs,
-         "rm/pairs_rollout": st.pairs_rollout, "rm/pairs_assistant": st.pairs_assistant,
-         "rm/negatives_ambiguous": st.negatives_ambiguous,
-         "rm/valid_negatives": st.valid_negatives,
-         "rm/fallback_negatives": st.fallback_negatives, "rm/dropped_pairs": st.dropped,
-         "rm/updated": float(st.updated), "rm/skipped_nonfinite": float(st.skipped_nonfinite),
-         "perf/negatives": st.seconds_negatives,
-         "perf/negatives_total": st.seconds_negatives_total,
-         "perf/rm_update": st.seconds_update}
-    if st.loss is not None:
-        m.update({"rm/loss": st.loss, "rm/pair_acc_before": st.pair_acc_before})
-    if st.grad_norm is not None:
-        m["rm/grad_norm"] = st.grad_norm
-    if st.changed_fraction is not None:
-        m["rm/changed_fraction"] = st.changed_fraction
-    return m
-
-
 # ------------------------------------------------------------------ callbacks
 
-class Stage2Callback(TrainerCallback):
-    """After each policy optimiser step: the reward-model update and its metrics."""
-
-    def __init__(self, trainer: CooperTrainer):
-        self.trainer = trainer
-
-    def on_step_end(self, args, state, control, **kwargs):
-        t = self.trainer
-        st = t.cooper.update()
-        if st is not None:
-            t.record({**stage2_metrics(st), **t.cooper.source_metrics()})
-        t.record({"perf/step": time.perf_counter() - t.step_started})
-
-
 class StepTimer(TrainerCallback):
+    """``perf/policy_update`` at the optimiser step, ``perf/step`` at the step's end."""
+
     def __init__(self, trainer: CooperTrainer):
         self.trainer = trainer
 
     def on_optimizer_step(self, args, state, control, **kwargs):
         self.trainer.optimizer_step_done()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        t = self.trainer
+        t.record({"perf/step": time.perf_counter() - t.step_started})
 
 
 class MetricsFileCallback(TrainerCallback):
@@ -202,8 +152,8 @@ class MetricsFileCallback(TrainerCallback):
 # ------------------------------------------------------------------ the trainer
 
 class CooperTrainer(GRPOTrainer):
-    """GRPOTrainer with Cooper's reward, stage timing, atomic checkpoints and the reward
-    model's state, all built from one :class:`~cooper.config.train.TrainConfig`."""
+    """GRPOTrainer with Cooper's reward function, stage timing, atomic checkpoints and the
+    reward model's state, all built from one :class:`~cooper.config.train.TrainConfig`."""
 
     def __init__(self, cfg: TrainConfig, *, model: str, tokenizer, train_dataset,
                  rm=None, updater=None, collective: Collective, num_processes: int = 1,
@@ -212,27 +162,36 @@ class CooperTrainer(GRPOTrainer):
         self.step_started = time.perf_counter()
         self._stage_seconds: dict[str, float] = {}
         self._staging_root: str | None = None
-        self._batches = 0  # generation batches whose rewards TRL asked for
-        self._scored: tuple[int, list[Rollout]] | None = None  # Stage 1 of the current batch
-        self._pays = plan.pays
-        funcs = [self.rule, self.reward_model] if plan.scores_with_rm else [self.rule]
+        # the reward function's engine needs TRL's reference policy (a local assistant writes
+        # with it), which exists only once GRPOTrainer is built: it is set just below
+        self.reward = CooperRewardFunction.wrap(None, reference_column="reference",
+                                                question_column="question",
+                                                id_column="problem_id")
+        funcs = [self.reward.verifier, self.reward.reward_model] if plan.scores_with_rm else [
+            self.reward.verifier]
         super().__init__(model=model, reward_funcs=funcs, train_dataset=train_dataset,
                          processing_class=tokenizer,
                          args=GRPOConfig(**grpo_kwargs(cfg, num_processes)))
-        self._check_trainable_precision()
+        check_trainable_precision(self.model, self._sharded())
         if cfg.policy.dtype == "bfloat16" and self.ref_model is not None and not self._sharded():
             self.ref_model.to(torch.bfloat16)  # only ever runs forward: half the memory
         verify = partial(verify_batch, mode=cfg.reward.verifier_mode,
                          timeout_s=cfg.reward.verifier_timeout_s)
         negatives = None
         if cfg.uses_assistant():
-            negatives = negative_writer(cfg, verify, reference=self._reference_policy(cfg))
-        self.cooper = CooperReward(
+            negatives = negative_writer(cfg.assistant, verify,
+                                        max_attempts=cfg.rm_update.max_attempts,
+                                        dtype=cfg.policy.dtype,
+                                        reference=self._reference_policy(cfg))
+        self.reward.cooper = CooperReward.from_config(
             cfg, rm=rm, updater=updater, verify=verify, negatives=negatives,
             verify_lenient=partial(verify_batch, mode="lenient",
                                    timeout_s=cfg.reward.verifier_timeout_s),
             collective=collective)
-        self.add_callback(Stage2Callback(self))
+        # a background Stage 2 (after the policy's step) is logged in its own step
+        self.reward.metrics_sink = self.record
+        # checkpoints are staged by _save_checkpoint and restored by the runner
+        self.add_callback(CooperCallback(self.reward, checkpoints=False))
         self.add_callback(StepTimer(self))
         # one plain line per step instead of TRL's metrics dictionary (cooper -v keeps both)
         if not logging.getLogger("cooper").isEnabledFor(logging.DEBUG):
@@ -242,24 +201,20 @@ class CooperTrainer(GRPOTrainer):
         if metrics_path is not None:
             self.add_callback(MetricsFileCallback(metrics_path))
         if cfg.validation.enabled:
-            self.add_callback(ValidationCallback(self, cfg.validation, cfg.reward, tokenizer))
+            self.add_callback(ValidationCallback(
+                cfg.validation, cfg.reward, tokenizer, policy=lambda: self.model_wrapped,
+                accelerator=self.accelerator, engine=self.reward.cooper, log=self.log,
+                record=self.record))
+
+    @property
+    def cooper(self) -> CooperReward:
+        """The Cooper step this trainer's reward function runs."""
+        return self.reward.cooper
 
     def _sharded(self) -> bool:
         """DeepSpeed or FSDP manages the weights (and their float32 master copies)."""
         return (getattr(self.accelerator.state, "deepspeed_plugin", None) is not None
                 or getattr(self.accelerator.state, "fsdp_plugin", None) is not None)
-
-    def _check_trainable_precision(self) -> None:
-        """Refuse to step low-precision weights with a plain optimiser: an update of about the
-        learning rate rounds away on most bfloat16 weights, so training would silently not
-        move them."""
-        low = [n for n, p in self.model.named_parameters()
-               if p.requires_grad and p.dtype in (torch.bfloat16, torch.float16)]
-        if low and not self._sharded():
-            raise UserError(f"the policy's trainable weights are {self.model.dtype} ({low[0]}, "
-                            f"...) and would be stepped by a plain optimiser, which rounds lr-sized "
-                            "updates away: load them in float32 (policy.dtype=bfloat16 already "
-                            "does, computing in bfloat16), or train under DeepSpeed or FSDP")
 
     def _reference_policy(self, cfg: TrainConfig):
         """(model, tokenizer) for a local assistant without weights of its own: the frozen
@@ -284,37 +239,11 @@ class CooperTrainer(GRPOTrainer):
         for k, v in metrics.items():
             self._metrics["train"][k].append(float(v))
 
-    # -- the reward functions TRL calls (Stage 1 runs in whichever is called first)
-    def _stage1(self, completions, problem_id, question, reference, log_metric) -> list[Rollout]:
-        if self._batches == 0:
-            raise RuntimeError("TRL called a reward function outside CooperTrainer."
-                               "_calculate_rewards: this TRL version is not supported (see "
-                               "tests/test_trl_contract.py)")
-        if self._scored is None or self._scored[0] != self._batches:
-            rollouts, stats, seconds = self.cooper.score(
-                problem_id, question, reference, [completion_text(c) for c in completions],
-                step=self.state.global_step, training=self.model.training)
-            self._scored = (self._batches, rollouts)
-            log_rollout_stats(log_metric, stats, seconds)
-        return self._scored[1]
-
-    def rule(self, prompts, completions, problem_id, question, reference, log_metric,
-             **_: Any) -> list[float | None]:
-        """The verifier's verdicts (the reward in rule mode, logged with weight 0 otherwise)."""
-        rollouts = self._stage1(completions, problem_id, question, reference, log_metric)
-        return rule_column(rollouts, self._pays)
-
-    def reward_model(self, prompts, completions, problem_id, question, reference, log_metric,
-                     **_: Any) -> list[float]:
-        """The reward model's probabilities (the reward in rm and cooper modes)."""
-        rollouts = self._stage1(completions, problem_id, question, reference, log_metric)
-        return self.cooper.rewards(rollouts)
-
-    # -- timing: generation, log-probs (reference and old), rewards, policy update
+    # -- timing: generation, log-probs (reference and old), policy update
     def training_step(self, model, inputs, num_items_in_batch):
         if self._step % self.current_gradient_accumulation_steps == 0:
             self.step_started = time.perf_counter()
-            self._stage_seconds = {"generation": 0.0, "rewards": 0.0, "score_total": 0.0}
+            self._stage_seconds = {"generation": 0.0, "score_total": 0.0}
         t = time.perf_counter()
         out = super().training_step(model, inputs, num_items_in_batch)
         self._stage_seconds["train_steps"] = self._stage_seconds.get("train_steps", 0.0) + (
@@ -328,21 +257,15 @@ class CooperTrainer(GRPOTrainer):
         finally:
             self._stage_seconds["generation"] += time.perf_counter() - t
 
-    def _calculate_rewards(self, *args, **kwargs):
-        self._batches += 1  # a new batch: the next reward function called runs Stage 1
-        t = time.perf_counter()
-        try:
-            return super()._calculate_rewards(*args, **kwargs)
-        finally:
-            self._stage_seconds["rewards"] += time.perf_counter() - t
-
     def _generate_and_score_completions(self, inputs):
         t = time.perf_counter()
         out = super()._generate_and_score_completions(inputs)
         s = self._stage_seconds
         s["score_total"] += time.perf_counter() - t
+        # the rest of the scoring pass: the old and reference policies' log-probabilities
         self.record({"perf/generation": s["generation"],
-                     "perf/logprobs": s["score_total"] - s["generation"] - s["rewards"]})
+                     "perf/logprobs": s["score_total"] - s["generation"]
+                     - self.reward.last_call_seconds})
         return out
 
     def optimizer_step_done(self) -> None:

@@ -1,0 +1,179 @@
+"""Cooper in a user's own TRL script: ``examples/cooper_grpo.py`` run as a user would, on tiny
+models, with a plain ``trl.GRPOTrainer``, and the drop-in's misuse errors.
+
+The example must train, log the project's metrics through TRL's own logs, update the reward
+model on every step that has pairs, and resume from a checkpoint with the reward model and its
+optimiser exactly where an uninterrupted run has them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import cli_env
+from test_train_smoke import weights
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "cooper_grpo.py"
+METRICS = ["hacking/gap", "hacking/top_wrong", "rm/group_auroc", "rm/pairs", "rm/agreement",
+           "reward/rule_mean", "reward/rm_mean"]
+
+
+@pytest.fixture(scope="module")
+def arith():
+    from cooper.experiment.testbed import tiny_arith_models
+
+    return tiny_arith_models()
+
+
+def run_example(arith: Path, out: Path, *extra: str, steps: int = 3) -> None:
+    cmd = [sys.executable, str(EXAMPLE), "--policy", str(arith / "policy"),
+           "--reward-model", str(arith / "reward"), "--dataset", "arith_small", "--limit", "64",
+           "--num-generations", "4", "--batch-size", "16", "--max-completion-length", "48",
+           "--max-steps", str(steps), "--save-steps", "1", "--output-dir", str(out), *extra]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=cli_env())
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+
+def log_history(checkpoint: Path) -> list[dict]:
+    return json.loads((checkpoint / "trainer_state.json").read_text())["log_history"]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(arith, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("example") / "run"
+    run_example(arith, out)
+    return out
+
+
+def test_the_example_updates_the_reward_model_and_logs_through_trl(arith, uninterrupted):
+    steps = [r for r in log_history(uninterrupted / "checkpoint-3") if "loss" in r]
+    assert len(steps) == 3
+    for r in steps:
+        missing = [m for m in METRICS if m not in r]
+        assert not missing, f"not in TRL's log of step {r['step']}: {missing}"
+    with_pairs = [r["step"] for r in steps if r["rm/pairs"] > 0]
+    assert with_pairs, "no step made a pair: the test shows nothing"
+    before = weights(arith / "reward")
+    for step in with_pairs:
+        r = steps[step - 1]
+        assert r["rm/updated"] == 1.0 and r["rm/changed_fraction"] > 0.5
+        prev = (uninterrupted / f"checkpoint-{step - 1}" / "reward_model" if step > 1
+                else None)
+        old = weights(prev) if prev else before
+        new = weights(uninterrupted / f"checkpoint-{step}" / "reward_model")
+        assert any(not old[k].equal(new[k]) for k in old), f"step {step}: reward model unchanged"
+    assert (uninterrupted / "reward_model").is_dir() and (uninterrupted / "policy").is_dir()
+
+
+def test_the_example_resumes_with_the_same_reward_model_and_optimiser(arith, uninterrupted,
+                                                                      tmp_path):
+    out = tmp_path / "resumed"
+    out.mkdir()
+    # as if the run had stopped after step 2: only its first two checkpoints exist
+    for n in (1, 2):
+        shutil.copytree(uninterrupted / f"checkpoint-{n}", out / f"checkpoint-{n}")
+    run_example(arith, out, "--resume")
+    a, b = uninterrupted / "checkpoint-3", out / "checkpoint-3"
+    wa, wb = weights(a / "reward_model"), weights(b / "reward_model")
+    assert all(wa[k].equal(wb[k]) for k in wa), "the resumed run's reward model differs"
+    sa = torch.load(a / "reward_model_optimizer.pt", weights_only=True)
+    sb = torch.load(b / "reward_model_optimizer.pt", weights_only=True)
+    assert sa["steps"] == sb["steps"] >= 1, "updates counted across the resume"
+    oa, ob = sa["optimizer"]["state"], sb["optimizer"]["state"]
+    assert oa and oa.keys() == ob.keys()
+    for k in oa:
+        for name, value in oa[k].items():
+            assert torch.equal(value, ob[k][name]), f"optimiser state {k}.{name} differs"
+
+
+def test_resuming_from_a_checkpoint_without_the_reward_model_is_an_error(arith, uninterrupted,
+                                                                         tmp_path):
+    from cooper.errors import UserError
+    from cooper.rl import CooperCallback, CooperRewardFunction
+
+    folder = tmp_path / "checkpoint-2"
+    folder.mkdir()
+    fn = CooperRewardFunction(arith / "reward", negatives="rollouts")
+
+    class Args:
+        output_dir = str(tmp_path)
+
+    class State:
+        global_step = 2
+
+    with pytest.raises(UserError, match="holds no reward model"):
+        CooperCallback(fn).on_train_begin(Args(), State(), None)
+
+
+# ------------------------------------------------------------------ misuse and the batch key
+
+def completions_of(texts):
+    return [[{"role": "assistant", "content": t}] for t in texts]
+
+
+def test_a_missing_reference_column_names_the_setting(arith):
+    from cooper.errors import UserError
+    from cooper.rl import CooperRewardFunction
+
+    fn = CooperRewardFunction(arith / "reward", reference_column="answer", negatives="rollouts")
+    with pytest.raises(UserError, match="no column 'answer' .*reference_column=NAME"):
+        fn(prompts=["1 + 1?"] * 2, completions=completions_of(["2", "3"]),
+           question=["1 + 1?"] * 2, reference=["2", "2"])
+
+
+def test_unknown_settings_and_a_local_assistant_without_weights_are_refused(arith):
+    from cooper.config.engine import ConfigError
+    from cooper.rl import CooperRewardFunction
+
+    with pytest.raises(ConfigError, match="unknown settings \\['negative'\\]"):
+        CooperRewardFunction(arith / "reward", negative="rollouts")
+    with pytest.raises(ConfigError, match="local assistant needs its own weights"):
+        CooperRewardFunction(arith / "reward", negatives="assistant")
+    with pytest.raises(ConfigError, match="needs a reward model"):
+        CooperRewardFunction(None, mode="cooper")
+
+
+def test_a_bfloat16_policy_with_a_plain_optimiser_is_refused(arith):
+    from cooper.errors import UserError
+    from cooper.rl import CooperCallback, CooperRewardFunction
+
+    fn = CooperRewardFunction(arith / "reward", negatives="rollouts")
+    policy = torch.nn.Linear(2, 2).to(torch.bfloat16)
+    policy.dtype = torch.bfloat16
+
+    class Args:
+        deepspeed = fsdp = None
+
+    class State:
+        global_step = 0
+
+    with pytest.raises(UserError, match="rounds lr-sized updates away"):
+        CooperCallback(fn).on_train_begin(Args(), State(), None, model=policy)
+
+
+def test_each_batch_is_scored_once_for_all_columns_and_repeats_are_scored_again(arith):
+    """Keyed by the list TRL passes, not by the texts: the verifier's column reuses the batch's
+    scores, and a later batch with the very same texts is scored (and updates) again."""
+    from cooper.rl import CooperRewardFunction
+
+    fn = CooperRewardFunction(arith / "reward", negatives="rollouts", question_column=None)
+    calls = []
+    score = fn.cooper.score
+    fn.cooper.score = lambda *a, **kw: calls.append(1) or score(*a, **kw)
+    logged: dict = {}
+    kwargs = dict(reference=["4"] * 4, log_metric=lambda k, v: logged.setdefault(k, v))
+    prompts = [[{"role": "user", "content": "2 + 2?"}]] * 4
+    batch = completions_of(["\\boxed{4}", "\\boxed{5}", "\\boxed{4}", "\\boxed{6}"])
+    paid = fn(prompts=prompts, completions=batch, **kwargs)
+    verdicts = fn.verifier(prompts=prompts, completions=batch, **kwargs)
+    assert len(calls) == 1 and len(paid) == 4 and verdicts == [1.0, 0.0, 1.0, 0.0]
+    assert logged["rm/pairs"] >= 1 and logged["rm/updated"] == 1.0
+    fn(prompts=prompts, completions=list(batch), **kwargs)
+    assert len(calls) == 2
