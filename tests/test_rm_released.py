@@ -156,6 +156,21 @@ def test_save_records_the_format_and_reloads_it_silently(released, tmp_path, cap
     assert again.score(TRIPLES) == pytest.approx(rm.score(TRIPLES), abs=1e-6)
 
 
+def test_bce_training_keeps_the_released_format(released, tmp_path):
+    from cooper.config.rm import RMTrainConfig
+    from cooper.rm.training import train_bce
+    from cooper.types import LabelledTriple
+
+    rm = RewardModel.load(released, max_length=64)
+    rows = [LabelledTriple(t, i % 2 == 0, f"row-{i}", "test") for i, t in enumerate(TRIPLES)]
+    before = [rm.encode(t) for t in TRIPLES]
+    train_bce(rm, rows, RMTrainConfig(epochs=1, holdout=0, batch_size=4, train_layers=1),
+              progress=False)
+    out = rm.save(tmp_path / "trained")
+    again = RewardModel.load(out)
+    assert again.spec.template == "released" and [again.encode(t) for t in TRIPLES] == before
+
+
 def test_a_model_of_ours_from_another_template_version_is_still_refused(released, tmp_path):
     out = RewardModel.load(released).save(tmp_path / "ours")
     spec = json.loads((out / SPEC_FILE).read_text())
