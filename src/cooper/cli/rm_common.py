@@ -60,11 +60,12 @@ def load_rows(args: argparse.Namespace, file: str, require_label: bool):
 
 
 def load_rm(args: argparse.Namespace):
-    from cooper.rm.model import RewardModel
+    from cooper.rm.model import RewardModel, is_plain_classifier
     from cooper.rm.template import SPEC_FILE
 
     check_positive("--batch-size", args.batch_size)
-    if not (Path(args.model) / SPEC_FILE).is_file():
+    # a plain one-label classifier (a released VerifyRM) is said by RewardModel.load's notice
+    if not (Path(args.model) / SPEC_FILE).is_file() and not is_plain_classifier(args.model):
         print(f"warning: {args.model} has no {SPEC_FILE}: not a trained reward model, its "
               "score head may be untrained", file=sys.stderr)
     return RewardModel.load(args.model, trust_remote_code=args.trust_remote_code,

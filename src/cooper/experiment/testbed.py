@@ -19,7 +19,7 @@ from cooper.data.synthetic import arithmetic_problems
 from cooper.errors import UserError
 from cooper.infra.embedded import _lock, cache_root
 from cooper.infra.generation import render_messages
-from cooper.infra.models import build_tiny_models, load_causal_lm, load_tokenizer
+from cooper.infra.models import build_tiny_models, load_causal_lm, load_tokenizer, mark_as_ours
 
 
 def warm_start(model_dir: str | os.PathLike, out_dir: str | os.PathLike, *, steps: int = 300,
@@ -75,9 +75,11 @@ def tiny_arith_models(*, progress: bool = False, name: str = TINY_ARITH) -> Path
     dataset, steps = WARM_STARTS[name]
     target = cache_root() / "models" / name
     if (target / "policy" / "config.json").is_file() and (target / "reward" / "config.json").is_file():
+        mark_as_ours(target / "reward")  # a build from before the mark (read as ours, as then)
         return target
     with _lock(target.parent / f".{name}.lock"):
         if (target / "policy" / "config.json").is_file():
+            mark_as_ours(target / "reward")
             return target
         with tempfile.TemporaryDirectory(dir=target.parent, prefix=".tmp-") as tmp:
             tiny = build_tiny_models(Path(tmp) / "random", hidden_size=64, layers=2, heads=4)

@@ -14,7 +14,8 @@ Remote code stays off unless the caller passes ``trust_remote_code=True`` (the C
 
 :func:`build_tiny_models` writes a tiny random causal LM and a tiny sequence classifier that
 share a character-level tokenizer, built from a config with no download: the models of the
-unit and smoke tests.
+unit and smoke tests. The classifier's folder carries a minimal ``cooper_rm.json``, so it is read
+in our input format, not as a released VerifyRM.
 """
 
 from __future__ import annotations
@@ -212,4 +213,17 @@ def build_tiny_models(out_dir: str | os.PathLike, *, hidden_size: int = 32, laye
     for model, path in ((policy, paths.policy), (reward, paths.reward)):
         model.save_pretrained(path)
         tok.save_pretrained(path)
+    mark_as_ours(paths.reward)
     return paths
+
+
+def mark_as_ours(folder: str | os.PathLike) -> None:
+    """Give an untrained sequence classifier of ours a minimal ``cooper_rm.json`` (our template,
+    no budget or temperature yet) unless it has one: a folder without the file that holds a
+    one-label classifier is read in the released VerifyRM format (:mod:`cooper.rm.model`)."""
+    from cooper.infra.files import write_json
+    from cooper.rm.template import COOPER, SPEC_FILE, TEMPLATE_VERSION
+
+    path = Path(folder) / SPEC_FILE
+    if not path.is_file():
+        write_json(path, {"template": COOPER, "template_version": TEMPLATE_VERSION})

@@ -17,6 +17,14 @@ and wrote it as ``temperature`` into the folder's ``cooper_rm.json``; dividing b
 update work on raw logits; :func:`cooper.rm.training.train_bce` resets ``T`` to 1, since the
 fitted value belongs to the weights it was fitted on.
 
+**Bring your own VerifyRM.** A folder with no ``cooper_rm.json`` that holds a one-label
+``AutoModelForSequenceClassification`` (its ``config.json`` says so), such as the paper's released
+VerifyRM, is read in the released format (:func:`cooper.rm.template.render_released`: the template
+unescaped, the tokenizer's defaults, truncation to ``max_length``) with temperature 1, and
+:meth:`RewardModel.load` logs one warning saying so. Any other folder without the file (a causal
+LM checkpoint) gets a fresh score head and our format. :meth:`RewardModel.save` records the format
+in the spec file, so a released model trained further here reloads the same way.
+
 How the model learns is in :mod:`cooper.rm.training` (BCE on labelled triples) and
 :mod:`cooper.rm.update` (Cooper's pairwise update); the losses are in :mod:`cooper.rm.losses`.
 """
@@ -28,7 +36,7 @@ import logging
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,11 +50,14 @@ from cooper.infra.models import (
 )
 from cooper.rm.calibration import apply_temperature
 from cooper.rm.template import (
+    COOPER,
     CUT_MARKER,
+    RELEASED,
     SPEC_FILE,
     TEMPLATE_VERSION,
     InputSpec,
     fit_to_budget,
+    render_released,
     render_with_spans,
 )
 from cooper.types import Triple
@@ -85,11 +96,61 @@ def check_temperature(value: Any) -> float:
     return float(value)
 
 
+def is_plain_classifier(path: str | os.PathLike) -> bool:
+    """Whether a model folder's ``config.json`` names a one-label sequence classifier (as the
+    released VerifyRM's does) rather than a causal LM."""
+    try:
+        config = json.loads((Path(path) / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+    if not isinstance(config, dict):
+        return False
+    archs = config.get("architectures") or []
+    labels = config.get("num_labels") or len(config.get("id2label") or {0: 0, 1: 1})
+    return (labels == 1 and isinstance(archs, list)
+            and any(str(a).endswith("ForSequenceClassification") for a in archs))
+
+
+def released_notice(path: str | os.PathLike, max_length: int) -> str:
+    """The one line :meth:`RewardModel.load` logs for a folder read in the released format."""
+    template = render_released(Triple("{q}", "{r}", "{c}")).replace("\n", "\\n")
+    return (f"{path} has no {SPEC_FILE}: treating it as a plain sequence classifier in the "
+            f"released VerifyRM format: template {template} (unescaped), tokenizer defaults "
+            f"(its special tokens, truncation to {max_length} tokens from the right), "
+            "temperature 1")
+
+
+def _read_spec(spec_path: Path, max_length: int | None) -> tuple[InputSpec, float, dict]:
+    """The input spec, temperature and other keys of a saved :data:`SPEC_FILE`."""
+    path = spec_path.parent
+    saved = json.loads(spec_path.read_text())
+    if not isinstance(saved, dict):
+        raise UserError(f"{spec_path} is not a JSON object")
+    version = saved.get("template_version")
+    if saved.get("template", COOPER) == COOPER and version != TEMPLATE_VERSION:
+        raise UserError(
+            f"{path} was trained with template version {version}, this cooper-rl renders "
+            f"version {TEMPLATE_VERSION}; retrain it, or use the cooper-rl release "
+            "it was trained with")
+    known = {f.name for f in fields(InputSpec)}
+    try:
+        spec = InputSpec(**{k: v for k, v in saved.items() if k in known})
+        temperature = check_temperature(saved.get("temperature", 1.0))
+    except (UserError, TypeError) as e:
+        raise UserError(f"{spec_path}: {e}") from None
+    extra = {k: v for k, v in saved.items() if k not in known and k != "temperature"}
+    if max_length is not None and "max_length" in saved and max_length != spec.max_length:
+        log.warning("%s was trained with max_length %d; scoring with %d", path,
+                    spec.max_length, max_length)
+    return spec, temperature, extra
+
+
 class RewardModel:
     """A one-logit sequence classifier with its tokenizer and input spec.
 
-    Build it with :meth:`load` from any causal LM checkpoint (a fresh score head) or from a
-    folder written by :meth:`save`.
+    Build it with :meth:`load` from any causal LM checkpoint (a fresh score head), from a
+    folder written by :meth:`save`, or from a plain one-label sequence classifier such as the
+    released VerifyRM (read in the released format).
     """
 
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
@@ -111,35 +172,26 @@ class RewardModel:
     def load(cls, name_or_path: str | os.PathLike = DEFAULT_MODEL, *,
              trust_remote_code: bool = False, max_length: int | None = None,
              dtype: str | None = None) -> RewardModel:
-        """From a saved reward model or any causal LM checkpoint (weights from safetensors only).
+        """From a saved reward model, a plain one-label sequence classifier (the released
+        format, module docstring) or any causal LM checkpoint (weights from safetensors only).
 
         ``max_length`` overrides the saved spec's token budget (a model trained with another
         budget then sees inputs cut differently; a warning says so).
         """
         path = resolve(name_or_path)
-        spec = InputSpec()
         temperature, extra = 1.0, {}
         spec_path = path / SPEC_FILE
+        released = False
         if spec_path.is_file():
-            saved = json.loads(spec_path.read_text())
-            version = saved.get("template_version")
-            if version != TEMPLATE_VERSION:
-                raise UserError(
-                    f"{path} was trained with template version {version}, this cooper-rl renders "
-                    f"version {TEMPLATE_VERSION}; retrain it, or use the cooper-rl release "
-                    "it was trained with")
-            known = {f.name for f in fields(InputSpec)}
-            spec = InputSpec(**{k: v for k, v in saved.items() if k in known})
-            try:
-                temperature = check_temperature(saved.get("temperature", 1.0))
-            except UserError as e:
-                raise UserError(f"{spec_path}: {e}") from None
-            extra = {k: v for k, v in saved.items() if k not in known and k != "temperature"}
-            if max_length is not None and max_length != spec.max_length:
-                log.warning("%s was trained with max_length %d; scoring with %d", path,
-                            spec.max_length, max_length)
+            spec, temperature, extra = _read_spec(spec_path, max_length)
+        elif is_plain_classifier(path):
+            spec, released = InputSpec(template=RELEASED), True
+        else:
+            spec = InputSpec()
         if max_length is not None:
-            spec = InputSpec(**{**asdict(spec), "max_length": max_length})
+            spec = replace(spec, max_length=max_length)
+        if released:
+            log.warning("%s", released_notice(path, spec.max_length))
         model = load_sequence_classifier(path, trust_remote_code=trust_remote_code, dtype=dtype,
                                          use_safetensors=True)
         tokenizer = load_tokenizer(path, trust_remote_code=trust_remote_code,
@@ -152,14 +204,23 @@ class RewardModel:
         return next(self.model.parameters()).device
 
     def encode(self, triple: Triple) -> list[int]:
-        """Token ids of a triple: rendered, escaped, truncated to ``spec.max_length``."""
+        """Token ids of a triple: rendered, escaped, truncated to ``spec.max_length``.
+
+        In the released format (``spec.template == "released"``): the unescaped template,
+        tokenized with the tokenizer's defaults and truncated to ``spec.max_length`` tokens, as
+        the released model was trained (:func:`cooper.rm.template.render_released`).
+        """
         s = self.spec
-        rendered = render_with_spans(triple, max_chars=s.field_max_chars, head=s.head_chars,
-                                     tail=s.tail_chars)
-        enc = self.tokenizer(rendered.text, return_offsets_mapping=True,
-                             split_special_tokens=True)
-        ids = fit_to_budget(enc["input_ids"], enc["offset_mapping"], rendered, s.max_length,
-                            self._marker)
+        if s.template == RELEASED:
+            ids = self.tokenizer(render_released(triple), truncation=True,
+                                 max_length=s.max_length)["input_ids"]
+        else:
+            rendered = render_with_spans(triple, max_chars=s.field_max_chars, head=s.head_chars,
+                                         tail=s.tail_chars)
+            enc = self.tokenizer(rendered.text, return_offsets_mapping=True,
+                                 split_special_tokens=True)
+            ids = fit_to_budget(enc["input_ids"], enc["offset_mapping"], rendered, s.max_length,
+                                self._marker)
         # A tokenizer that appends EOS where EOS is also the pad token: the classifier pools the
         # rightmost non-pad token, so that EOS is never read; dropping it keeps the pooled
         # token the last one, as cooper.rm.trunk assumes, and changes no score.

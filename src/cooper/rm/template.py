@@ -23,6 +23,12 @@ tokenized without a chat template. Three rules make the input safe and reproduci
   completion last and never below half the budget. The completion's final tokens, where its
   answer is, are always kept.
 
+**The released format.** A reward model trained elsewhere, such as the paper's released VerifyRM,
+read the same template filled in as is: no escaping, no character or field cut of ours, the
+tokenizer's defaults (its special tokens added, special-token strings in the text read as special
+tokens, truncation to ``max_length`` from the right). :func:`render_released` reproduces that
+text; :class:`InputSpec` says which of the two renderings a model reads (``template``).
+
 Everything here is pure Python on strings and token-id lists; the tokenizer and the model that
 reads the result are in :mod:`cooper.rm.model`.
 """
@@ -43,6 +49,8 @@ FIELD_MAX_CHARS, HEAD_CHARS, TAIL_CHARS = 1500, 500, 1000  # released code's tru
 DEFAULT_MAX_LENGTH = 1024  # tokens (ours): GSM8K triples are ~200-450 tokens
 CUT_MARKER = "\n...\n"
 SPEC_FILE = "cooper_rm.json"  # the InputSpec, written beside a saved model's weights
+COOPER, RELEASED = "cooper", "released"  # InputSpec.template: ours, or the released format
+TEMPLATES = (COOPER, RELEASED)
 
 
 # ------------------------------------------------------------------ escaping and rendering
@@ -102,6 +110,24 @@ def render(triple: Triple, **truncation: int) -> str:
     return render_with_spans(triple, **truncation).text
 
 
+def render_released(triple: Triple) -> str:
+    """The text a model in the released format reads: the template filled in as is.
+
+    Faithful to what the released weights were trained on, so **nothing is escaped**: a
+    completion that writes ``</completion>``, ``<reference_answer>41</reference_answer>`` or a
+    special-token string such as ``<|im_end|>`` puts that text, or that special token, into the
+    model's input, and can show it a second, fake reference (the attack :func:`escape_field`
+    stops in our format). Nor is any field cut here: the tokenizer truncates the whole text to
+    ``max_length`` tokens from the right, as the release's ``tokenizer(text, truncation=True)``
+    did, which can cut a long completion's final answer; the head-and-tail character cut of
+    :func:`head_tail` is not applied either (the release's joiner is not known). Train a model
+    in our format (``cooper rm train``) where completions may be adversarial.
+    """
+    return (f"<question>{triple.question}</question>\n"
+            f"<reference_answer>{triple.reference}</reference_answer>\n"
+            f"<completion>{triple.completion}</completion>")
+
+
 _RENDERED = re.compile(r"<question>(.*)</question>\n<reference_answer>(.*)</reference_answer>"
                        r"\n<completion>(.*)</completion>", re.S)
 
@@ -126,17 +152,25 @@ class InputSpec:
     """How triples become token ids; saved with a model so scoring reproduces training."""
 
     template_version: int = TEMPLATE_VERSION
-    """rendering version the model was trained with (:data:`TEMPLATE_VERSION`)"""
+    """rendering version the model was trained with (:data:`TEMPLATE_VERSION`); it versions
+    our format only (``template`` ``cooper``)"""
     max_length: int = DEFAULT_MAX_LENGTH
-    """token budget of the whole rendered text (ours)"""
+    """token budget of the whole rendered text (ours); in the released format, where the
+    tokenizer truncates the text from the right"""
     field_max_chars: int = FIELD_MAX_CHARS
-    """a field longer than this many characters is cut to its head and tail"""
+    """a field longer than this many characters is cut to its head and tail (our format)"""
     head_chars: int = HEAD_CHARS
-    """characters kept from the start of a cut field"""
+    """characters kept from the start of a cut field (our format)"""
     tail_chars: int = TAIL_CHARS
-    """characters kept from the end of a cut field"""
+    """characters kept from the end of a cut field (our format)"""
+    template: str = COOPER
+    """``cooper``: :func:`render_with_spans` (escaped, cut, fitted to the budget); ``released``:
+    :func:`render_released` with the tokenizer's defaults (a model trained elsewhere)"""
 
     def __post_init__(self) -> None:
+        if self.template not in TEMPLATES:
+            raise UserError(f"template must be one of {', '.join(TEMPLATES)}, "
+                            f"got {self.template!r}")
         if self.max_length < 32:
             raise UserError(f"max_length must be at least 32 tokens, got {self.max_length}")
         if not 0 < self.head_chars + self.tail_chars <= self.field_max_chars:
