@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import cli_env
-from test_train_smoke import weights
+from conftest import cli_env, run_cli
+from test_rm_released import released  # noqa: F401  (the fixture: a plain transformers classifier)
+from test_train_smoke import metrics, tiny_args, weights
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "cooper_grpo.py"
 METRICS = ["hacking/gap", "hacking/top_wrong", "rm/group_auroc", "rm/pairs", "rm/agreement",
@@ -32,9 +33,10 @@ def arith():
     return tiny_arith_models()
 
 
-def run_example(arith: Path, out: Path, *extra: str, steps: int = 3) -> None:
+def run_example(arith: Path, out: Path, *extra: str, steps: int = 3,
+                reward: Path | None = None) -> None:
     cmd = [sys.executable, str(EXAMPLE), "--policy", str(arith / "policy"),
-           "--reward-model", str(arith / "reward"), "--dataset", "arith_small", "--limit", "64",
+           "--reward-model", str(reward or arith / "reward"), "--dataset", "arith_small", "--limit", "64",
            "--num-generations", "4", "--batch-size", "16", "--max-completion-length", "48",
            "--max-steps", str(steps), "--save-steps", "1", "--output-dir", str(out), *extra]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=cli_env())
@@ -110,6 +112,20 @@ def test_resuming_from_a_checkpoint_without_the_reward_model_is_an_error(arith, 
 
     with pytest.raises(UserError, match="holds no reward model"):
         CooperCallback(fn).on_train_begin(Args(), State(), None)
+
+
+def test_a_released_verifyrm_pays_the_policy_in_cooper_train_and_the_example(arith, released,
+                                                                             tmp_path):
+    """A one-label classifier saved by transformers alone, in both entry points."""
+    out = tmp_path / "train"
+    run_cli(*tiny_args(arith, out, "cooper", f"reward.model={released}",
+                       "rollout.prompts_per_step=4", "validation.enabled=false"))
+    rows = [r for r in metrics(out) if "loss" in r]
+    assert len(rows) == 2 and all(0 <= r["reward/rm_mean"] <= 1 for r in rows)
+    assert any(r["rm/updated"] == 1.0 for r in rows)
+    assert json.loads((out / "reward_model" / "cooper_rm.json").read_text())["template"] == "released"
+    run_example(arith, tmp_path / "example", steps=1, reward=released)
+    assert (tmp_path / "example" / "checkpoint-1" / "reward_model").is_dir()
 
 
 # ------------------------------------------------------------------ misuse and the batch key
