@@ -42,3 +42,31 @@ def tiny_models(tmp_path_factory):
     from cooper.infra.models import build_tiny_models
 
     return build_tiny_models(tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.fixture(scope="session")
+def released(tmp_path_factory):
+    """A folder with a tiny random Qwen2ForSequenceClassification and its tokenizer only."""
+    import torch
+    from tokenizers.processors import TemplateProcessing
+    from transformers import Qwen2Config, Qwen2ForSequenceClassification
+
+    from cooper.infra.models import tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    tok.backend_tokenizer.post_processor = TemplateProcessing(
+        single="<|im_start|> $A", special_tokens=[("<|im_start|>", tok.bos_token_id)])
+    config = Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
+                         num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
+                         max_position_embeddings=2048, num_labels=1)
+    assert config.pad_token_id is None
+    torch.manual_seed(0)
+    model = Qwen2ForSequenceClassification(config)
+    with torch.no_grad():
+        model.score.weight.mul_(50)  # spread the logits, so reading a wrong token shows
+    folder = tmp_path_factory.mktemp("byo") / "verifyrm"
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    assert sorted(p.name for p in folder.iterdir() if p.name.endswith(".json")) == [
+        "config.json", "tokenizer.json", "tokenizer_config.json"]
+    return folder

@@ -18,7 +18,6 @@ import pytest
 import torch
 
 from conftest import cli_env, run_cli
-from test_rm_released import released  # noqa: F401  (the fixture: a plain transformers classifier)
 from test_train_smoke import metrics, tiny_args, weights
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "cooper_grpo.py"
