@@ -34,6 +34,8 @@ def main() -> None:
     p.add_argument("--num-generations", type=int, default=8, help="samples per prompt")
     p.add_argument("--batch-size", type=int, default=16,
                    help="completions per step and process (a multiple of --num-generations)")
+    p.add_argument("--steps-per-generation", type=int, default=1,
+                   help="optimiser steps per generation batch (one reward-model update each)")
     p.add_argument("--max-completion-length", type=int, default=256)
     p.add_argument("--save-steps", type=int, default=50)
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
@@ -53,6 +55,7 @@ def main() -> None:
     config = GRPOConfig(
         output_dir=args.output_dir, max_steps=args.max_steps, learning_rate=1e-6,
         per_device_train_batch_size=args.batch_size, num_generations=args.num_generations,
+        steps_per_generation=args.steps_per_generation,
         max_completion_length=args.max_completion_length,
         reward_weights=[1.0, 0.0],  # the verifier's column is logged beside it, not optimised
         logging_steps=1, save_steps=args.save_steps, report_to="none",

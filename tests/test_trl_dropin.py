@@ -127,6 +127,50 @@ def test_a_released_verifyrm_pays_the_policy_in_cooper_train_and_the_example(ari
     assert (tmp_path / "example" / "checkpoint-1" / "reward_model").is_dir()
 
 
+# ------------------------------------------------------------------ several processes, steps per generation
+
+@pytest.fixture(scope="module")
+def two_processes(arith, tmp_path_factory) -> Path:
+    """The example under ``accelerate launch`` with two processes on CPU, each optimiser step
+    taking half of a generation batch (``steps_per_generation=2``)."""
+    import os
+
+    out = tmp_path_factory.mktemp("ddp") / "run"
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
+           "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+           "--dynamo_backend", "no", str(EXAMPLE), "--policy", str(arith / "policy"),
+           "--reward-model", str(arith / "reward"), "--dataset", "arith_small", "--limit", "64",
+           "--num-generations", "4", "--batch-size", "8", "--steps-per-generation", "2",
+           "--max-completion-length", "48", "--max-steps", "4", "--save-steps", "1",
+           "--output-dir", str(out)]
+    env = cli_env(MASTER_PORT=str(29500 + (os.getpid() + 7) % 1000))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return out
+
+
+def test_two_processes_keep_one_reward_model_and_find_pairs(two_processes):
+    replicas = json.loads((two_processes / "rm_replicas.json").read_text())
+    assert replicas["processes"] == 2 and replicas["identical"], replicas
+    rows = [r for r in log_history(two_processes / "checkpoint-4") if "rm/pairs" in r]
+    assert sum(r["rm/pairs"] for r in rows) > 0, "no pairs from the gathered rollouts"
+
+
+def test_the_reward_model_is_updated_once_per_generation_batch(arith, two_processes):
+    """Steps 1 and 3 generate (and update the reward model); steps 2 and 4 reuse the batch."""
+    rows = [r for r in log_history(two_processes / "checkpoint-4") if "loss" in r]
+    assert [r["step"] for r in rows] == [1, 2, 3, 4]
+    assert [r["step"] for r in rows if "rm/pairs" in r] == [1, 3]
+    ckpt = {n: weights(two_processes / f"checkpoint-{n}" / "reward_model") for n in (1, 2, 3, 4)}
+    for a, b in ((1, 2), (3, 4)):
+        assert all(ckpt[a][k].equal(ckpt[b][k]) for k in ckpt[a]), \
+            f"the reward model changed between steps {a} and {b}, which share a generation batch"
+    updates = torch.load(two_processes / "checkpoint-4" / "reward_model_optimizer.pt",
+                         weights_only=True)["steps"]
+    with_pairs = sum(1 for r in rows if r.get("rm/pairs", 0) > 0)
+    assert with_pairs >= 1 and updates == with_pairs
+
+
 # ------------------------------------------------------------------ misuse and the batch key
 
 def completions_of(texts):

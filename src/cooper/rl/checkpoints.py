@@ -9,6 +9,8 @@ in the run folder is complete (its marker exists), what is in staging is discard
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import shutil
@@ -97,3 +99,30 @@ def complete_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
 def step_of(checkpoint: Path) -> int:
     """The optimiser step a ``checkpoint-N`` folder was saved at."""
     return int(checkpoint.name.split("-")[-1])
+
+
+def weights_fingerprint(model) -> str:
+    """SHA-256 over every parameter's bytes: equal fingerprints mean identical weights."""
+    import torch
+
+    h = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        # viewed as raw bytes, so bfloat16 (which numpy lacks) hashes too
+        h.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def check_rm_replicas(cooper: CooperReward, run_dir: str | os.PathLike, is_main: bool) -> bool:
+    """Every process must end with the same reward model (gradients were summed across them):
+    the fingerprints of all replicas go to ``run_dir/rm_replicas.json`` (main process), and
+    replicas that differ are logged as an error. Call it on every process."""
+    prints = cooper.collective.gather_objects([weights_fingerprint(cooper.rm.model)])
+    identical = len(set(prints)) == 1
+    if is_main:
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
+        (Path(run_dir) / "rm_replicas.json").write_text(json.dumps(
+            {"processes": len(prints), "fingerprints": prints, "identical": identical}, indent=1))
+    if not identical:
+        log.error("reward-model replicas differ across processes: %s", prints)
+    return identical

@@ -7,7 +7,6 @@ when enabled, and at the end ``policy/`` and ``reward_model/``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -124,37 +123,12 @@ def run(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
         trainer.train(resume_from_checkpoint=str(last) if last else None)
     finally:
         cooper.close()
-    if cooper.rm is not None:
-        _check_rm_replicas(cooper, out, state.is_main_process)
     if state.is_main_process:
         trainer.save_model(str(out / "policy"))
         if cooper.rm is not None:
             cooper.rm.save(out / "reward_model")
     state.wait_for_everyone()
     return TrainResult(out, trainer.state.global_step, time.perf_counter() - t0, last)
-
-
-def weights_fingerprint(model) -> str:
-    """SHA-256 over every parameter's bytes: equal fingerprints mean identical weights."""
-    h = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
-        h.update(name.encode())
-        # viewed as raw bytes, so bfloat16 (which numpy lacks) hashes too
-        h.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
-    return h.hexdigest()
-
-
-def _check_rm_replicas(cooper, out: Path, is_main: bool) -> None:
-    """Every process must end with the same reward model (gradients were summed across them)."""
-    prints = cooper.collective.gather_objects([weights_fingerprint(cooper.rm.model)])
-    identical = len(set(prints)) == 1
-    if is_main:
-        (out / "rm_replicas.json").write_text(json.dumps(
-            {"processes": len(prints), "fingerprints": prints, "identical": identical}, indent=1))
-    if not identical:
-        log.error("reward-model replicas differ across processes: %s", prints)
-
-
 
 
 def _trim_metrics(path: Path, keep_up_to_step: int) -> None:

@@ -48,7 +48,12 @@ from cooper.config.engine import ConfigError
 from cooper.config.train import AssistantConfig, Payer, RMUpdateConfig, Stage2, reward_plan
 from cooper.errors import UserError
 from cooper.infra import collective
-from cooper.rl.checkpoints import RM_FOLDER, load_reward_model_state, save_reward_model_state
+from cooper.rl.checkpoints import (
+    RM_FOLDER,
+    check_rm_replicas,
+    load_reward_model_state,
+    save_reward_model_state,
+)
 from cooper.rl.pairs import RolloutStats
 from cooper.rl.step import CooperReward, Stage2Stats, load_reward_model
 from cooper.types import Rollout
@@ -378,6 +383,9 @@ class CooperCallback(TrainerCallback):
     - ``on_save``: the reward model and its optimiser into TRL's ``checkpoint-N`` (main
       process); ``checkpoints=False`` leaves both to the caller (``cooper train`` stages its
       checkpoints itself).
+    - ``on_train_end``: the last waiting Stage 2, then a check that every process holds the
+      same reward model (``output_dir/rm_replicas.json``; replicas that differ are logged as an
+      error).
     """
 
     def __init__(self, reward: CooperRewardFunction, *, checkpoints: bool = True):
@@ -406,3 +414,6 @@ class CooperCallback(TrainerCallback):
 
     def on_train_end(self, args, state, control, **kwargs):
         self.reward.finish_update()
+        cooper = self.reward.cooper
+        if cooper is not None and cooper.rm is not None and self.reward._collective_set:
+            check_rm_replicas(cooper, args.output_dir, state.is_world_process_zero)
