@@ -59,6 +59,10 @@ class SetupConfig:
     """initial policy: 'tiny-arith' (tiny model warm-started on arith_small), 'tiny-arith-2x1' (on arith_2x1's train split), 'tiny-random', or a model name/folder"""
     reward_model: str | None = "tiny-arith"
     """initial reward model's checkpoint: 'tiny-arith' (random, the policy's tokenizer), 'tiny-random', 'embedded-trunk-K' (the embedded model's first K layers, a new score head), or a folder"""
+    policy_accuracy_min: float | None = None
+    """lowest held-out accuracy (train.validation's problems and sampling) the initial policy may have; below it the setup stops before any arm (None: not checked)"""
+    policy_accuracy_max: float | None = None
+    """highest such accuracy; above it the setup stops (None: not checked)"""
 
 
 @dataclass
@@ -83,6 +87,10 @@ class RMInitConfig:
     """reward-model input tokens"""
     train_layers: int | None = None
     """train only the top K decoder layers, the score head and the final norm (embeddings frozen); None: every parameter"""
+    max_rounds: int = 1
+    """training rounds of `epochs` epochs each (a fresh optimiser and data order per round), stopping at the first whose reward model reaches probe.min_accuracy"""
+    disturb: float = 0.0
+    """relative noise added to the reward model's starting weights, standing in for another machine's floating point (robustness checks of the setup; 0 in every preset)"""
 
 
 @dataclass
@@ -95,6 +103,8 @@ class ProbeConfig:
     """split of that dataset"""
     triples: int = 200
     """triples in the built probe"""
+    min_accuracy: float | None = None
+    """bar the initial reward model's probe accuracy must reach (after at most rm_init.max_rounds rounds); below it the setup stops before any arm (None: not checked)"""
 
 
 @dataclass
@@ -184,6 +194,19 @@ class ExperimentConfig:
                               f"got {self.rm_init.train_layers}")
         if not self.probe.file and (self.probe.triples < 2 or self.probe.triples % 2):
             raise ConfigError(f"probe.triples must be an even number >= 2, got {self.probe.triples}")
+        lo, hi = self.setup.policy_accuracy_min, self.setup.policy_accuracy_max
+        for key, x in (("setup.policy_accuracy_min", lo), ("setup.policy_accuracy_max", hi),
+                       ("probe.min_accuracy", self.probe.min_accuracy)):
+            if x is not None and not 0.0 <= x <= 1.0:
+                raise ConfigError(f"{key} is an accuracy between 0 and 1 (or null), got {x}")
+        if lo is not None and hi is not None and lo > hi:
+            raise ConfigError(f"setup.policy_accuracy_min={lo} is above "
+                              f"setup.policy_accuracy_max={hi}")
+        if self.rm_init.max_rounds < 1:
+            raise ConfigError(f"rm_init.max_rounds must be >= 1, got {self.rm_init.max_rounds}")
+        if not math.isfinite(self.rm_init.disturb) or self.rm_init.disturb < 0:
+            raise ConfigError(f"rm_init.disturb must be a finite number >= 0, got "
+                              f"{self.rm_init.disturb}")
         if self.final_eval.backend not in ("hf", "vllm"):
             raise ConfigError(f"final_eval.backend={self.final_eval.backend!r} is not one of: hf, vllm")
         if not self.benchmark_list():

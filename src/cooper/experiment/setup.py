@@ -104,16 +104,112 @@ def _triples_file(path: Path, dataset: str, split: str, n: int, seed: int,
     return path
 
 
-def _train_initial_rm(exp: ExperimentConfig, base: str, data: Path, out: Path) -> dict:
+ROUND_SEED_STEP = 7919  # round r > 0 of a seed's reward-model training shuffles with seed + r * this
+
+
+def _train_initial_rm(exp: ExperimentConfig, base: str, data: Path, probe: list[LabelledTriple],
+                      out: Path) -> dict:
+    """BCE on the perturbed triples, in rounds of ``rm_init.epochs`` epochs, until the probe
+    reaches ``probe.min_accuracy`` or ``rm_init.max_rounds`` rounds are done.
+
+    Why rounds: the same recipe converges in most seeds and stops near chance in some (a
+    flat start on one machine's floating point); a round continues from where the last one
+    stopped with a fresh optimiser and another data order. Round 1 is the recipe as before, so
+    a seed that reaches the bar there is trained exactly as it was without the bar.
+    """
     r = exp.rm_init
     rows = load_triples(data).rows
     rm = RewardModel.load(base, max_length=r.max_length, dtype="float32")
-    report = train_bce(rm, rows, RMTrainConfig(lr=r.lr, epochs=r.epochs, batch_size=r.batch_size,
-                                           holdout=0.0, seed=exp.train.seed,
-                                           train_layers=r.train_layers), progress=False)
+    if r.disturb:
+        _disturb(rm.model, r.disturb, exp.train.seed)
+    bar = exp.probe.min_accuracy
+    rounds: list[dict[str, float]] = []
+    steps = 0
+    for k in range(r.max_rounds):
+        report = train_bce(rm, rows, RMTrainConfig(
+            lr=r.lr, epochs=r.epochs, batch_size=r.batch_size, holdout=0.0,
+            seed=exp.train.seed + k * ROUND_SEED_STEP, train_layers=r.train_layers),
+            progress=False)
+        steps += report.optimizer_steps
+        m = evaluate(rm, probe)
+        rounds.append({"train_loss": report.epochs[-1].train_loss,
+                       "probe_accuracy": m.accuracy, "probe_auroc": m.auroc})
+        log.info("initial reward model, round %d: probe accuracy %.3f, AUROC %.3f",
+                 k + 1, m.accuracy, m.auroc)
+        if bar is None or m.accuracy >= bar:
+            break
     rm.save(out)
-    return {"train_loss": report.epochs[-1].train_loss,
-            "train_accuracy": evaluate(rm, rows).accuracy, "steps": report.optimizer_steps}
+    return {"train_loss": rounds[-1]["train_loss"],
+            "train_accuracy": evaluate(rm, rows).accuracy, "steps": steps,
+            "rounds": len(rounds), "per_round": rounds}
+
+
+def _disturb(model, scale: float, seed: int) -> None:
+    """Multiply every weight by (1 + scale * N(0, 1)): another machine's rounding, roughly."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(1 + scale * torch.randn(p.shape, generator=g, dtype=p.dtype))
+
+
+class SetupCheckError(UserError):
+    """The setup built a starting point outside the preset's band: no arm may start from it."""
+
+
+def policy_check(exp: ExperimentConfig, policy: str) -> dict[str, Any]:
+    """The initial policy's held-out accuracy, measured as the runs' ``val/accuracy`` is
+    (``train.validation``'s problems and sampling), and the preset's band for it."""
+    from cooper.eval.sampling import evaluate_problems
+    from cooper.infra.generation import HFGenerator, SamplingConfig
+
+    v = exp.train.validation
+    problems = list(load_problems(v.dataset, v.split, limit=v.limit))
+    sampling = SamplingConfig(n=v.samples, temperature=v.temperature, top_p=v.top_p,
+                              max_new_tokens=v.max_new_tokens, seed=exp.train.seed)
+    gen = HFGenerator.load(policy, batch_size=exp.final_eval.batch_size,
+                           dtype=exp.train.policy.dtype)
+    result = evaluate_problems(gen, problems, sampling, benchmark="setup-check",
+                               verify_mode=exp.train.reward.verifier_mode)
+    return {"accuracy": result.metrics.accuracy,
+            "band": [exp.setup.policy_accuracy_min, exp.setup.policy_accuracy_max],
+            "benchmark": f"{v.dataset}:{v.split}", "problems": len(problems),
+            "samples": v.samples}
+
+
+def check_policy(exp: ExperimentConfig, check: dict[str, Any]) -> None:
+    lo, hi = check["band"]
+    acc = check["accuracy"]
+    if (lo is None or acc >= lo) and (hi is None or acc <= hi):
+        return
+    band = f"{_pct(lo) if lo is not None else '0%'} to {_pct(hi) if hi is not None else '100%'}"
+    raise SetupCheckError(
+        f"the initial policy answers {_pct(acc)} of {check['benchmark']} ({check['problems']} "
+        f"problems x {check['samples']} samples), outside the preset's band {band} "
+        f"(setup.policy_accuracy_min / _max): the testbed needs a policy that is right on some "
+        f"problems and wrong on others, or its verdicts mean nothing. setup.policy="
+        f"{exp.setup.policy!r} gave it; use the testbed's shipped policy (setup.policy="
+        "tiny-arith-2x1), or a policy inside the band; widen the band only if you mean to")
+
+
+def check_probe(exp: ExperimentConfig, accuracy: float, auroc: float,
+                rounds: int | None) -> None:
+    bar = exp.probe.min_accuracy
+    if bar is None or accuracy >= bar:
+        return
+    trained = (f"after {rounds} round(s) of {exp.rm_init.epochs} epoch(s) "
+               "(rm_init.max_rounds)" if rounds else "untrained (rm_init.triples=0)")
+    raise SetupCheckError(
+        f"the initial reward model is right on {_pct(accuracy)} of the probe (AUROC "
+        f"{auroc:.3f}), {trained}, under the preset's bar {_pct(bar)} (probe.min_accuracy): "
+        "the testbed needs a capable reward model with a blind spot, not one near chance. "
+        "Raise rm_init.max_rounds, rm_init.triples or rm_init.lr, or check "
+        f"setup.reward_model={exp.setup.reward_model!r}")
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
 
 
 def run_setup(exp: ExperimentConfig, out: Path) -> Setup:
@@ -132,19 +228,28 @@ def run_setup(exp: ExperimentConfig, out: Path) -> Setup:
     s = exp.setup
     policy = (str(_tiny_model(s.policy, "policy", folder, seed)) if s.policy in TINY_NAMES
               else s.policy)
-    base = _reward_base(s.reward_model, folder, seed)
     info: dict[str, Any] = {}
+    # the checks come first and cheapest first: a policy out of band stops in seconds
+    if s.policy_accuracy_min is not None or s.policy_accuracy_max is not None:
+        info["policy_check"] = policy_check(exp, policy)
+        log.info("%s/setup: initial policy's held-out accuracy %.3f", out.name,
+                 info["policy_check"]["accuracy"])
+        check_policy(exp, info["policy_check"])
+    base = _reward_base(s.reward_model, folder, seed)
+    probe = exp.probe.file or str(_triples_file(folder / "probe.jsonl", exp.probe.dataset,
+                                                exp.probe.split, exp.probe.triples, seed + 1))
+    probe_rows = load_triples(probe).rows
     if exp.rm_init.triples:
         data = _triples_file(folder / "rm_train.jsonl", exp.rm_init.dataset, exp.rm_init.split,
                              exp.rm_init.triples, seed, exp.rm_init.unfinished,
                              exp.rm_init.min_change)
-        info["rm_init"] = _train_initial_rm(exp, base, data, folder / "reward_model")
+        info["rm_init"] = _train_initial_rm(exp, base, data, probe_rows, folder / "reward_model")
         reward_model = str(folder / "reward_model")
     else:
         reward_model = base
-    probe = exp.probe.file or str(_triples_file(folder / "probe.jsonl", exp.probe.dataset,
-                                                exp.probe.split, exp.probe.triples, seed + 1))
-    info["probe_accuracy"] = _probe_accuracy(reward_model, probe)
+    m = evaluate(RewardModel.load(reward_model, dtype="float32"), probe_rows)
+    info.update(probe_accuracy=m.accuracy, probe_auroc=m.auroc, probe_bar=exp.probe.min_accuracy)
+    check_probe(exp, m.accuracy, m.auroc, info.get("rm_init", {}).get("rounds"))
     setup = Setup(policy, reward_model, probe)
     info["initial_eval"] = evaluate_policy(exp, policy, folder / "initial_eval.json")
     stored = {k: _stored(v, folder) for k, v in dataclasses.asdict(setup).items()}
@@ -169,8 +274,3 @@ def _located(path: str, folder: Path) -> str:
     absolute ones, which are used as they are."""
     inside = folder / path
     return str(inside) if not Path(path).is_absolute() and inside.exists() else path
-
-
-def _probe_accuracy(reward_model: str, probe: str) -> float:
-    return evaluate(RewardModel.load(reward_model, dtype="float32"),
-                    load_triples(probe).rows).accuracy

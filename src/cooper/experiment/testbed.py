@@ -1,11 +1,13 @@
-"""The CPU testbed's models: a tiny policy that is right about half the time, built here.
+"""The CPU testbed's models: a tiny policy that is right about half the time.
 
 :func:`warm_start` teaches a tiny random causal LM the one-line worked-solution format of the
 synthetic arithmetic problems (:mod:`cooper.data.synthetic`) by supervised fine-tuning,
 stopping early so that it is right on some problems and wrong on others. Such a model gives RL
 something to learn in seconds on a CPU: the tests use it, and so does the reward-hacking
 experiment (``setup.policy=tiny-arith``), where the verifier's exactness makes "hacked"
-unambiguous. :func:`tiny_arith_models` builds it once into the model cache.
+unambiguous. The testbed's policy (``tiny-arith-2x1``) ships with the package
+(:func:`shipped_policy`); :func:`tiny_arith_models` puts a policy and a random reward model
+sharing its tokenizer into the model cache.
 """
 
 from __future__ import annotations
@@ -56,9 +58,43 @@ def warm_start(model_dir: str | os.PathLike, out_dir: str | os.PathLike, *, step
 
 
 TINY_ARITH = "tiny-arith-v1"  # bump when the recipe below changes
-# the testbed of the second-round experiment: disjoint splits, so a longer warm start
+# the testbed's policy: disjoint splits, so a longer warm start; shipped with the package
 TINY_ARITH_2X1 = "tiny-arith-2x1-v1"  # bump when its warm start changes
 WARM_STARTS = {TINY_ARITH: ("arith_small", 300), TINY_ARITH_2X1: ("arith_2x1", 1200)}
+
+SHIPPED = Path(__file__).with_name("models")
+"""Weights that ship with the package (``SHIPPED/NAME/policy``), each with a README that gives
+the command that rebuilt it and its checksums."""
+
+
+def shipped_policy(name: str = TINY_ARITH_2X1) -> Path:
+    """The testbed's starting policy as shipped: the same bytes on every machine.
+
+    Why shipped and not built: the warm start (1,200 steps at lr 3e-3 from a random model) is
+    deterministic on one machine but not across machines, and its outcome is not stable under
+    that difference: the same code and seed gave a policy right on 48% of the held-out problems
+    on some machines and on 8% on another, where no arm learned anything. 400 KB settle it.
+    ``cooper models build-testbed`` reruns the recipe (:func:`build_testbed_policy`).
+    """
+    path = SHIPPED / name / "policy"
+    if not (path / "config.json").is_file():
+        raise UserError(f"the shipped testbed policy {name} is missing from {path.parent}: the "
+                        "package is incomplete; reinstall cooper-rl")
+    return path
+
+
+def build_testbed_policy(out: str | os.PathLike, *, name: str = TINY_ARITH_2X1,
+                         seed: int = 0) -> Path:
+    """Rerun the shipped policy's recipe into ``out/policy``: a tiny random model (seed 0),
+    then :func:`warm_start` on the recipe's dataset and steps. On the machine that built the
+    shipped weights this reproduces them; elsewhere it may not (see :func:`shipped_policy`)."""
+    import tempfile
+
+    dataset, steps = WARM_STARTS[name]
+    with tempfile.TemporaryDirectory(prefix="cooper-testbed-") as tmp:
+        tiny = build_tiny_models(Path(tmp) / "random", hidden_size=64, layers=2, heads=4)
+        return warm_start(tiny.policy, Path(out) / "policy", steps=steps, lr=3e-3,
+                          dataset=dataset, seed=seed)
 
 
 def tiny_arith_models(*, progress: bool = False, name: str = TINY_ARITH) -> Path:
@@ -66,13 +102,16 @@ def tiny_arith_models(*, progress: bool = False, name: str = TINY_ARITH) -> Path
     tokenizer: ``DIR/policy``, ``DIR/reward``.
 
     ``tiny-arith-v1``: 300 steps on ``arith_small`` (about half its answers right; about a
-    minute on two cores). ``tiny-arith-2x1-v1``: 1,200 steps on ``arith_2x1``'s train split
-    (about half right on its unseen test problems; about 2 minutes). Built once into the model
-    cache and reused; written to a temporary folder and renamed, like the embedded model.
+    minute on two cores), built on this machine (the tests' model). ``tiny-arith-2x1-v1``: the
+    shipped policy (:func:`shipped_policy`). Built once into the model cache and reused; written
+    to a temporary folder and renamed, like the embedded model.
     """
+    import shutil
     import tempfile
 
     dataset, steps = WARM_STARTS[name]
+    if name == TINY_ARITH_2X1:  # not the cache's: a build from before the policy shipped
+        name = f"{name}-shipped"
     target = cache_root() / "models" / name
     if (target / "policy" / "config.json").is_file() and (target / "reward" / "config.json").is_file():
         mark_as_ours(target / "reward")  # a build from before the mark (read as ours, as then)
@@ -84,7 +123,10 @@ def tiny_arith_models(*, progress: bool = False, name: str = TINY_ARITH) -> Path
         with tempfile.TemporaryDirectory(dir=target.parent, prefix=".tmp-") as tmp:
             tiny = build_tiny_models(Path(tmp) / "random", hidden_size=64, layers=2, heads=4)
             build = Path(tmp) / "build"
-            warm_start(tiny.policy, build / "policy", steps=steps, lr=3e-3, dataset=dataset)
+            if name.endswith("-shipped"):
+                shutil.copytree(shipped_policy(), build / "policy")
+            else:
+                warm_start(tiny.policy, build / "policy", steps=steps, lr=3e-3, dataset=dataset)
             tiny.reward.rename(build / "reward")
             build.rename(target)
     return target

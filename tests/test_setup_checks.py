@@ -1,0 +1,123 @@
+"""The testbed's starting point: the shipped policy, the setup's checks, the reward model's rounds.
+
+A setup that built a policy out of the preset's band or a reward model under its probe bar must
+stop before any arm starts, with an error that names the figure, the bar and what to do; a
+setup that passes records both figures in ``setup.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from conftest import run_cli
+from test_experiment import TINY
+
+V5 = "hacking_cpu_v5"
+
+
+def exp_config(*overrides: str):
+    from cooper.config.experiment import load_experiment
+
+    return load_experiment(V5, [*TINY, *overrides]).validate()
+
+
+def test_the_shipped_policy_is_in_the_testbeds_band():
+    """Scored as the setup scores it (the preset's validation problems and sampling): the same
+    weights on every machine, so this holds wherever the tests run."""
+    from cooper.config.experiment import load_experiment
+    from cooper.experiment.setup import policy_check
+    from cooper.experiment.testbed import shipped_policy
+
+    exp = load_experiment(V5).validate()
+    check = policy_check(exp, str(shipped_policy()))
+    assert check["problems"] == 100 and check["samples"] == 2
+    assert check["band"] == [0.30, 0.70]
+    assert 0.30 <= check["accuracy"] <= 0.70, check
+
+
+def test_a_policy_out_of_band_stops_the_setup_before_any_arm(tmp_path):
+    out = tmp_path / "x"
+    t0 = time.perf_counter()
+    # a random policy answers nothing: 0% is under the band's 30%
+    proc = run_cli("experiment", "hacking", "--preset", V5, "--out", out, *TINY, check=False)
+    assert time.perf_counter() - t0 < 300
+    assert proc.returncode != 0
+    err = " ".join(proc.stderr.split())
+    assert "the initial policy answers 0.0% of arith_2x1:validation (4 problems x 1 samples)" in err
+    assert "outside the preset's band 30.0% to 70.0% (setup.policy_accuracy_min / _max)" in err
+    assert "setup.policy=tiny-arith-2x1" in err  # what to do
+    assert not (out / "seed-0" / "arms").exists() or not any((out / "seed-0" / "arms").iterdir())
+    assert not (out / "seed-0" / "setup" / "setup.json").exists()
+
+
+def test_an_untrained_reward_model_stops_the_setup_before_any_arm(tmp_path):
+    out = tmp_path / "x"
+    t0 = time.perf_counter()
+    proc = run_cli("experiment", "hacking", "--preset", V5, "--out", out, *TINY,
+                   "setup.policy_accuracy_min=null", "setup.policy_accuracy_max=null",
+                   "rm_init.triples=0", "rm_init.unfinished=0", "probe.triples=40", check=False)
+    assert time.perf_counter() - t0 < 300
+    assert proc.returncode != 0
+    err = " ".join(proc.stderr.split())
+    assert "the initial reward model is right on" in err
+    assert "untrained (rm_init.triples=0), under the preset's bar 90.0% (probe.min_accuracy)" in err
+    assert "Raise rm_init.max_rounds" in err
+    assert not (out / "seed-0" / "arms").exists() or not any((out / "seed-0" / "arms").iterdir())
+
+
+@pytest.mark.parametrize("bar, rounds", [(0.0, 1), (1.0, 2)])
+def test_the_reward_model_trains_in_rounds_until_its_probe_bar(tmp_path, bar, rounds):
+    """A reachable bar stops after the first round (the recipe as before); an unreachable one
+    runs every round of the cap and the setup then stops with the bar's error."""
+    from cooper.data.triples import load_triples
+    from cooper.errors import UserError
+    from cooper.experiment.setup import _train_initial_rm, _triples_file, check_probe
+    from cooper.infra.models import build_tiny_models
+
+    exp = exp_config(f"probe.min_accuracy={bar}", "rm_init.max_rounds=2")
+    tiny = build_tiny_models(tmp_path / "tiny")
+    data = _triples_file(tmp_path / "train.jsonl", "arith_2x1", "train", 16, 0)
+    probe = load_triples(_triples_file(tmp_path / "probe.jsonl", "arith_2x1", "validation",
+                                       40, 1)).rows
+    info = _train_initial_rm(exp, str(tiny.reward), data, probe, tmp_path / "rm")
+    assert info["rounds"] == rounds == len(info["per_round"])
+    assert (tmp_path / "rm" / "config.json").is_file()
+    last = info["per_round"][-1]
+    if bar == 1.0 and last["probe_accuracy"] < 1.0:
+        with pytest.raises(UserError, match="after 2 round"):
+            check_probe(exp, last["probe_accuracy"], last["probe_auroc"], info["rounds"])
+
+
+def test_disturbing_the_reward_model_moves_every_weight_a_little(tmp_path):
+    import torch
+
+    from cooper.experiment.setup import _disturb
+    from cooper.infra.models import build_tiny_models
+    from cooper.rm.model import RewardModel
+
+    tiny = build_tiny_models(tmp_path / "tiny")
+    a = RewardModel.load(tiny.reward, dtype="float32").model
+    b = RewardModel.load(tiny.reward, dtype="float32").model
+    _disturb(b, 1e-4, seed=0)
+    for (name, x), y in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
+        if x.abs().sum() == 0:
+            continue  # a zero stays zero: relative noise
+        assert not torch.equal(x, y), name
+        assert torch.allclose(x, y, rtol=1e-3, atol=0), name
+
+
+def test_a_passing_setup_records_both_figures(tmp_path):
+    from cooper.experiment.setup import run_setup
+
+    exp = exp_config("setup.policy_accuracy_min=0.0", "setup.policy_accuracy_max=1.0",
+                     "probe.min_accuracy=0.0")
+    run_setup(exp, tmp_path / "seed-0")
+    setup = json.loads((tmp_path / "seed-0" / "setup" / "setup.json").read_text())
+    check = setup["policy_check"]
+    assert check["band"] == [0.0, 1.0] and check["benchmark"] == "arith_2x1:validation"
+    assert 0.0 <= check["accuracy"] <= 1.0 and check["problems"] == 4
+    assert setup["probe_bar"] == 0.0 and 0.0 <= setup["probe_auroc"] <= 1.0
+    assert setup["rm_init"]["rounds"] == 1 and len(setup["rm_init"]["per_round"]) == 1
