@@ -10,7 +10,8 @@ that has not finished is listed as such; the first round's single-seed folders t
 - ``report.md`` (images beside it) and ``report.html`` (images embedded as base64, so the one
   file works offline; both written by :mod:`cooper.experiment.document`). They lead with the
   verdict (:mod:`cooper.experiment.verdict`: per arm, hacked or not, final accuracy against the
-  rule arm, probe AUROC first and last), then the final table (arms x benchmarks + average, the
+  rule arm, probe AUROC first and last; a seed whose verifier-paid arm did not learn is invalid
+  and judged in no arm, :mod:`cooper.experiment.validity`), then the final table (arms x benchmarks + average, the
   initial policy as the "no RL" row), the hacking figures, the curves, the arms' settings, the
   configuration, run time, and an appendix with every seed's figures and the software versions.
 
@@ -37,7 +38,20 @@ from cooper.experiment.layout import (
     setup_dir,
 )
 from cooper.experiment.plots import arm_label, make_plots
-from cooper.experiment.verdict import fmt, seed_verdict, verdict_sentences, verdict_table
+from cooper.experiment.validity import (
+    invalid_seeds,
+    seed_validities,
+    validity_notes,
+    validity_rule,
+    validity_table,
+)
+from cooper.experiment.verdict import (
+    INVALID_SEED,
+    fmt,
+    seed_verdict,
+    verdict_sentences,
+    verdict_table,
+)
 from cooper.infra.files import read_json
 
 NOT_RUN = "not run yet"
@@ -144,14 +158,17 @@ SEED_COLUMNS = [("final_top_wrong", "top-wrong, final"), ("final_gap", "gap, fin
                 ("probe_auroc_last", "probe AUROC last")]
 
 
-def seed_table(arms: list[Arm]) -> list[list[str]]:
-    """The appendix: one row per arm and seed, the figures the verdict is made of."""
+def seed_table(arms: list[Arm], invalid: frozenset[int] = frozenset()) -> list[list[str]]:
+    """The appendix: one row per arm and seed, the figures the verdict is made of; the arms
+    of an ``invalid`` seed (:mod:`cooper.experiment.validity`) read "invalid seed", not a
+    verdict."""
     rows = [["arm", "seed", "verdict", "steps", "final accuracy (%)",
              *[title for _, title in SEED_COLUMNS]]]
     for a in arms:
         for r in a.runs:
             f = hacking_figures(r)
-            rows.append([a.label, str(r.seed), seed_verdict(a.mode, f), _count(f["steps"]),
+            verdict = INVALID_SEED if r.seed in invalid else seed_verdict(a.mode, f)
+            rows.append([a.label, str(r.seed), verdict, _count(f["steps"]),
                          _pct(f["final_accuracy"]) if r.final else NOT_RUN,
                          *[fmt(spread([f[key]])) for key, _ in SEED_COLUMNS]])
     return rows
@@ -272,7 +289,10 @@ def build_report(folder: str | Path, out: str | Path | None = None) -> ReportPat
     report_dir.mkdir(parents=True, exist_ok=True)
     plots = make_plots(arms, report_dir)
 
-    sentences = verdict_sentences(arms, [s for s, _ in seeds])
+    validities = seed_validities(arms, [s for s, _ in seeds], setups)
+    invalid = invalid_seeds(validities)
+    invalid_notes, unknown_notes = validity_notes(validities)
+    sentences = verdict_sentences(arms, [s for s, _ in seeds], invalid)
     missing = [f"{r.name} (seed {r.seed})" for a in arms for r in a.runs if r.final is None]
     missing += [f"setup (seed {s})" for (s, _), st in zip(seeds, setups, strict=True) if not st]
     note = (f"Incomplete: {', '.join(missing)} not finished yet; rerun the experiment command "
@@ -283,8 +303,13 @@ def build_report(folder: str | Path, out: str | Path | None = None) -> ReportPat
     if note:
         blocks.append(("note", note))
     blocks += [
-        ("h2", "Verdict"), ("p", sentences[0]), ("ul", sentences[1:]),
-        ("table", verdict_table(arms)),
+        ("h2", "Verdict"), ("p", f"{sentences[0]} {validity_rule()}"),
+        *[("note", text) for text in invalid_notes], *[("p", text) for text in unknown_notes],
+        ("ul", sentences[1:]),
+        ("table", verdict_table(arms, invalid)),
+        ("p", "Did each seed's testbed learn (the verifier-paid arm against the initial policy, "
+              "final held-out accuracy)?"),
+        ("table", validity_table(validities)),
         ("h2", "Final accuracy (%)"),
         ("p", f"Final policies on the held-out benchmarks (verifier-scored, {fe['samples']} "
               f"samples per problem, T {fe['temperature']}, top-p {fe['top_p']}); over several "
@@ -302,7 +327,7 @@ def build_report(folder: str | Path, out: str | Path | None = None) -> ReportPat
         ("h2", "Run time"), ("table", run_times(setups, arms, status)),
         ("h2", "Appendix: every seed"),
         ("p", "One row per arm and seed: the figures the verdict is made of."),
-        ("table", seed_table(arms)),
+        ("table", seed_table(arms, invalid)),
         ("h2", "Versions"), ("table", versions),
     ]
     return write_report(blocks, report_dir, plots)
