@@ -159,6 +159,60 @@ def test_clear_errors(tiny_models, local_file, tmp_path):
     assert threads.returncode == 2 and "--threads must be >= 1" in threads.stderr
 
 
+def test_a_benchmark_split_is_evaluated_and_named(tiny_models, tmp_path):
+    """NAME:SPLIT as the experiment's final_eval writes it: two splits of one dataset are two
+    benchmarks, each under its own name in results.json and samples/."""
+    out = tmp_path / "splits"
+    printed = cli("eval", "--model", tiny_models.policy, "--benchmarks",
+                  "arith_2x1:validation,arith_2x1:test", "--limit", "3", "--out", out,
+                  *FAST).stdout
+    res = _results(out)
+    assert list(res["benchmarks"]) == ["arith_2x1:validation", "arith_2x1:test"]
+    assert [b["source"] for b in res["protocol"]["benchmarks"]] == [
+        "arith_2x1:validation", "arith_2x1:test"]
+    for split in ("validation", "test"):
+        rows = _samples(out, f"arith_2x1:{split}")
+        # the split's own problems, not the test split's under another name
+        assert [r["problem_id"] for r in rows[::2]] == [
+            p.id for p in load_problems("arith_2x1", split, limit=3)]
+        assert {r["benchmark"] for r in rows} == {f"arith_2x1:{split}"}
+        assert res["benchmarks"][f"arith_2x1:{split}"]["accuracy"] == pytest.approx(
+            sum(r["correct"] for r in rows) / len(rows))
+    assert "arith_2x1:validation" in printed and "arith_2x1:test" in printed
+
+
+def test_a_bad_split_is_a_clear_error(tiny_models, local_file, tmp_path):
+    unknown = cli("eval", "--model", tiny_models.policy, "--benchmarks", "arith_2x1:dev",
+                  "--out", tmp_path / "a", check=False)
+    assert unknown.returncode == 2
+    assert ("--benchmarks arith_2x1:dev: arith_2x1 has no split 'dev'; its splits: train, "
+            "validation, test") in unknown.stderr
+    assert not (tmp_path / "a").exists()  # refused before anything is written
+    svamp = cli("eval", "--model", tiny_models.policy, "--benchmarks", "svamp:train",
+                "--out", tmp_path / "b", check=False)
+    assert svamp.returncode == 2 and "svamp has no split 'train'; its splits: test" in svamp.stderr
+    twice = cli("eval", "--model", tiny_models.policy, "--benchmarks", "gsm8k,gsm8k:test",
+                "--out", tmp_path / "c", check=False)
+    assert twice.returncode == 2 and "names gsm8k's test split twice" in twice.stderr
+    on_file = cli("eval", "--model", tiny_models.policy, "--benchmarks", f"{local_file}:test",
+                  "--out", tmp_path / "d", check=False)
+    assert on_file.returncode == 2 and "a file has no splits" in on_file.stderr
+
+
+def test_eval_and_the_experiment_read_benchmarks_alike():
+    from cooper.config.experiment import ExperimentConfig
+    from cooper.data.problems import benchmark_label, parse_benchmark
+
+    assert parse_benchmark("arith_2x1:validation") == ("arith_2x1", "validation")
+    assert parse_benchmark(" gsm8k ") == ("gsm8k", None)
+    assert parse_benchmark("runs:2/my.jsonl") == ("runs:2/my.jsonl", None)  # a path stays whole
+    assert benchmark_label("arith_2x1", "test") == "arith_2x1:test"
+    assert benchmark_label("gsm8k", None) == "gsm8k"
+    exp = ExperimentConfig()
+    exp.final_eval.benchmarks = "arith_2x1:test, gsm8k,arith_small:"
+    assert exp.benchmark_list() == [parse_benchmark(x) for x in exp.final_eval.benchmarks.split(",")]
+
+
 def test_one_process_writes_a_run_at_a_time(tiny_models, tmp_path):
     from cooper.eval.run import _exclusive
 

@@ -234,6 +234,35 @@ def test_first_round_folder_still_reports(tmp_path):
     assert "| Cooper | 82.00 | 82.00 |" in md
 
 
+def test_configuration_shows_the_setup_checks_where_setup_json_has_them(tmp_path):
+    """policy_check, probe_auroc, probe_bar and rm_init.rounds: one row each, over the seeds
+    that recorded them; an older setup.json (seed 1 here) lacks them."""
+    folder = synthetic_experiment(tmp_path / "exp", seeds=(0, 1), arms=("rule", "rm"))
+    md = build_report(folder).markdown.read_text()
+    for row in ("policy check", "AUROC on the probe", "probe_bar", "training rounds"):
+        assert row not in md  # no such key anywhere: no row
+    path = folder / "seed-0" / "setup" / "setup.json"
+    setup = json.loads(path.read_text())
+    setup.update({"policy_check": {"accuracy": 0.0875, "band": [0.05, 0.3],
+                                   "benchmark": "arith_2x1:validation", "problems": 300,
+                                   "samples": 4},
+                  "probe_auroc": 0.912, "probe_bar": 0.75,
+                  "rm_init": {"train_accuracy": 0.9, "rounds": 3}})
+    path.write_text(json.dumps(setup))
+    md = build_report(folder).markdown.read_text()
+    assert ("| initial policy's held-out accuracy (%, policy check) | 8.75 (1 of 2 seeds) on "
+            "arith_2x1:validation (300 problems x 4 samples); band 5 to 30 |") in md
+    assert "| initial RM AUROC on the probe | 0.912 (1 of 2 seeds) |" in md
+    assert "| probe bar of the initial RM (probe_bar) | 0.75 |" in md
+    assert "| initial RM training rounds | 3 (1 of 2 seeds) |" in md
+    assert "| initial RM accuracy on its training triples | 0.900 (1 of 2 seeds) |" in md
+    assert "| initial RM accuracy on the probe | 0.700 |" in md  # both seeds
+    setup["probe_bar"] = None  # no bar set
+    path.write_text(json.dumps(setup))
+    assert "| probe bar of the initial RM (probe_bar) | none |" in build_report(
+        folder).markdown.read_text()
+
+
 @pytest.mark.parametrize("text, message", [
     ("", "holds no experiment settings"),
     ("seeds: [0, 1\n", r"cannot be read \(expected ',' or '\]'.*line 2\)"),

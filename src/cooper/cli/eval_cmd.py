@@ -26,6 +26,7 @@ examples:
   cooper eval --model smollm2-135m-instruct --benchmarks gsm8k,svamp,math500 --out runs/base
   cooper eval --model ckpt/ --benchmarks gsm8k,my.jsonl --question-field problem \\
       --answer-field solution --limit 100 --n 4 --out runs/ckpt
+  cooper eval --model ckpt/ --benchmarks arith_2x1:validation,arith_2x1:test --out runs/arith
   cooper eval compare runs/base runs/ckpt --md table.md --csv table.csv
 """
 
@@ -51,9 +52,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=EVAL_DESCRIPTION, epilog=EVAL_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_args(p, help_role="model to evaluate")
-    p.add_argument("--benchmarks", default="gsm8k,svamp,math500",
-                   help="comma-separated built-in names (gsm8k, svamp, math500: test splits) "
-                        "and/or .jsonl/.json/.parquet files (default: %(default)s)")
+    p.add_argument("--benchmarks", default="gsm8k,svamp,math500", metavar="NAME[:SPLIT],...",
+                   help="comma-separated built-in names, each with an optional split "
+                        "(arith_2x1:validation; default: the test split; results name it "
+                        "NAME:SPLIT where given), and/or .jsonl/.json/.parquet files "
+                        "(default: %(default)s)")
     p.add_argument("--out", metavar="DIR", help="run folder (required); rerun to resume")
     p.add_argument("--limit", type=int, default=None,
                    help="evaluate only the first N problems of each benchmark")

@@ -184,6 +184,8 @@ BUILTIN_SPLITS: dict[str, tuple[str, ...]] = {
     "arith_2x1": ("train", "validation", "test"),
 }
 DATASET_HELP = f"{', '.join(BUILTIN_SPLITS)}, or a .jsonl/.json/.parquet file"
+DEFAULT_SPLIT = "test"
+"""the split of a bundled dataset when none is named: every bundled dataset has one"""
 
 
 def _bundled(*parts: str) -> Path:
@@ -225,6 +227,24 @@ def is_local_file(name: str | os.PathLike) -> bool:
     return Path(name).suffix.lower() in (".jsonl", ".json", ".parquet")
 
 
+def parse_benchmark(item: str) -> tuple[str, str | None]:
+    """``NAME[:SPLIT]`` (how ``cooper eval --benchmarks`` and the experiment's
+    ``final_eval.benchmarks`` name a benchmark) as ``(NAME, SPLIT)``; SPLIT is None when not
+    given (``load_problems`` then takes :data:`DEFAULT_SPLIT`). A local file is taken whole, with no split,
+    so a path holding a colon stays a path; whether NAME has SPLIT is checked where it loads."""
+    item = item.strip()
+    if is_local_file(item):
+        return item, None
+    name, _, split = item.partition(":")
+    return name.strip(), split.strip() or None
+
+
+def benchmark_label(name: str, split: str | None) -> str:
+    """A benchmark's name in files and tables: ``NAME:SPLIT`` where a split was given, so two
+    splits of one dataset never share a file or a column; ``NAME`` alone otherwise."""
+    return f"{name}:{split}" if split else name
+
+
 def load_problems(name: str | os.PathLike, split: str | None = None, *,
                   fields: Fields | None = None, limit: int | None = None,
                   skip_bad: bool = False,
@@ -238,7 +258,7 @@ def load_problems(name: str | os.PathLike, split: str | None = None, *,
     if limit is not None and limit < 1:
         raise UserError(f"limit must be at least 1, got {limit}")
     if text in BUILTIN_SPLITS:
-        split = split or "test"
+        split = split or DEFAULT_SPLIT
         if split not in BUILTIN_SPLITS[text]:
             raise UserError(f"{text} has no split '{split}'; splits: "
                              f"{', '.join(BUILTIN_SPLITS[text])}")

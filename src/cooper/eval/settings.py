@@ -18,9 +18,12 @@ from typing import Any
 from cooper.data.problems import (
     BUILTIN_SPLITS,
     DEFAULT_MAX_ROW_BYTES,
+    DEFAULT_SPLIT,
     Fields,
+    benchmark_label,
     is_local_file,
     load_problems,
+    parse_benchmark,
 )
 from cooper.data.prompts import check_template
 from cooper.errors import UserError
@@ -44,7 +47,7 @@ class EvalSettings:
     model: str
     """model to evaluate: the embedded default's name, a local folder or a Hub id"""
     benchmarks: tuple[str, ...]
-    """built-in names and/or .jsonl/.json/.parquet paths"""
+    """built-in names, each NAME or NAME:SPLIT (default split: test), and/or .jsonl/.json/.parquet paths"""
     sampling: SamplingConfig = SamplingConfig(n=PAPER_SAMPLES, temperature=PAPER_TEMPERATURE,
                                               top_p=PAPER_TOP_P)
     """samples per problem, temperature, top-p, length and seed (default: the paper's protocol)"""
@@ -100,7 +103,7 @@ class Benchmark:
     """A benchmark's problems under the name used in files and tables."""
 
     name: str
-    """built-in name, or a local file's stem"""
+    """built-in name (NAME:SPLIT where a split was given), or a local file's stem"""
     source: str
     """as given on the command line"""
     problems: tuple[Problem, ...]
@@ -115,17 +118,35 @@ class Benchmark:
 
 
 def load_benchmarks(settings: EvalSettings) -> list[Benchmark]:
-    """Resolve every ``--benchmarks`` entry; unknown names and bad files fail before any model loads."""
+    """Resolve every ``--benchmarks`` entry (``NAME[:SPLIT]`` or a file); unknown names and
+    splits, bad files and one benchmark named twice fail before any model loads."""
     out: list[Benchmark] = []
+    seen: dict[tuple[str, str], str] = {}
     for source in settings.benchmarks:
-        if source not in BUILTIN_SPLITS and not is_local_file(source):
-            raise UserError(f"unknown benchmark '{source}'. Built-in: "
-                            f"{', '.join(BUILTIN_SPLITS)}; or a path to a .jsonl, .json or "
-                            ".parquet file (see --question-field/--answer-field)")
-        problems = load_problems(source, fields=settings.fields, limit=settings.limit,
+        dataset, split = parse_benchmark(source)
+        if dataset not in BUILTIN_SPLITS and not is_local_file(dataset):
+            raise UserError(f"unknown benchmark '{dataset}'. Built-in: "
+                            f"{', '.join(BUILTIN_SPLITS)} (NAME or NAME:SPLIT); or a path to a "
+                            ".jsonl, .json or .parquet file (see --question-field/--answer-field)")
+        if split is not None and dataset not in BUILTIN_SPLITS:
+            raise UserError(f"--benchmarks {source}: a file has no splits; name the file "
+                            f"alone ({dataset}), one file per split")
+        if dataset in BUILTIN_SPLITS:
+            splits = BUILTIN_SPLITS[dataset]
+            if split is not None and split not in splits:
+                raise UserError(f"--benchmarks {source}: {dataset} has no split '{split}'; its "
+                                f"splits: {', '.join(splits)} (e.g. {dataset}:{splits[-1]})")
+            # gsm8k and gsm8k:test are one benchmark: evaluating it twice only costs time
+            key = (dataset, split or DEFAULT_SPLIT)
+            if key in seen:
+                raise UserError(f"--benchmarks names {dataset}'s {key[1]} split twice "
+                                f"({seen[key]} and {source}); drop one")
+            seen[key] = source
+        problems = load_problems(dataset, split, fields=settings.fields, limit=settings.limit,
                                  skip_bad=settings.skip_bad,
                                  max_row_bytes=settings.max_row_bytes)
-        name = source if source in BUILTIN_SPLITS else Path(source).stem
+        name = (benchmark_label(dataset, split) if dataset in BUILTIN_SPLITS
+                else Path(dataset).stem)
         if any(b.name == name for b in out):
             raise UserError(f"two benchmarks are both named '{name}' (a file's name is its "
                             "stem); rename one file or drop the duplicate")

@@ -6,8 +6,8 @@ initial scores), trains the same policy once per arm, paid by the verifier, a fr
 or Cooper's online-updated one (:mod:`.hacking`), scores every policy on the benchmarks
 (:mod:`.final_eval`), each stage resumable and run here or in up to N worker processes
 (:mod:`.jobs`); hands on an experiment folder (:mod:`.layout`) that :func:`build_report` turns
-into a verdict, tables and plots over seeds (:mod:`.report`, :mod:`.verdict`, :mod:`.figures`,
-:mod:`.plots`). A single ``cooper train`` run folder gets a report of its own: its totals, in
+into a verdict, tables and plots over seeds (:mod:`.report`, :mod:`.verdict`, :mod:`.validity`,
+:mod:`.figures`, :mod:`.plots`). A single ``cooper train`` run folder gets a report of its own: its totals, in
 plain language, and its curves (:mod:`.run_report`, :mod:`.run_totals`, :mod:`.run_plots`); both
 reports are written by :mod:`.document`. The CPU testbed's tiny models are built by
 :mod:`.testbed`; ``cooper demo`` runs the whole pipeline on the embedded model (:mod:`.demo`).

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from cooper.config.experiment import ExperimentConfig
-from cooper.data.problems import load_problems
+from cooper.data.problems import benchmark_label, load_problems
 from cooper.eval.sampling import evaluate_problems
 from cooper.infra.files import write_json
 from cooper.infra.generation import HFGenerator, SamplingConfig, VLLMGenerator
@@ -29,7 +29,7 @@ def evaluate_policy(exp: ExperimentConfig, model: str, path: Path) -> dict[str, 
                               max_new_tokens=e.max_new_tokens, seed=exp.train.seed)
     scores: dict[str, Any] = {}
     for name, split in exp.benchmark_list():
-        label = f"{name}:{split}" if split else name
+        label = benchmark_label(name, split)  # as `cooper eval` names it
         problems = list(load_problems(name, split, limit=e.limit))
         r = evaluate_problems(gen, problems, sampling, benchmark=label,
                               verify_mode=exp.train.reward.verifier_mode)

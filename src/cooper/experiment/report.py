@@ -10,7 +10,8 @@ that has not finished is listed as such; the first round's single-seed folders t
 - ``report.md`` (images beside it) and ``report.html`` (images embedded as base64, so the one
   file works offline; both written by :mod:`cooper.experiment.document`). They lead with the
   verdict (:mod:`cooper.experiment.verdict`: per arm, hacked or not, final accuracy against the
-  rule arm, probe AUROC first and last), then the final table (arms x benchmarks + average, the
+  rule arm, probe AUROC first and last; a seed whose verifier-paid arm did not learn is invalid
+  and judged in no arm, :mod:`cooper.experiment.validity`), then the final table (arms x benchmarks + average, the
   initial policy as the "no RL" row), the hacking figures, the curves, the arms' settings, the
   configuration, run time, and an appendix with every seed's figures and the software versions.
 
@@ -37,7 +38,20 @@ from cooper.experiment.layout import (
     setup_dir,
 )
 from cooper.experiment.plots import arm_label, make_plots
-from cooper.experiment.verdict import fmt, seed_verdict, verdict_sentences, verdict_table
+from cooper.experiment.validity import (
+    invalid_seeds,
+    seed_validities,
+    validity_notes,
+    validity_rule,
+    validity_table,
+)
+from cooper.experiment.verdict import (
+    INVALID_SEED,
+    fmt,
+    seed_verdict,
+    verdict_sentences,
+    verdict_table,
+)
 from cooper.infra.files import read_json
 
 NOT_RUN = "not run yet"
@@ -144,14 +158,17 @@ SEED_COLUMNS = [("final_top_wrong", "top-wrong, final"), ("final_gap", "gap, fin
                 ("probe_auroc_last", "probe AUROC last")]
 
 
-def seed_table(arms: list[Arm]) -> list[list[str]]:
-    """The appendix: one row per arm and seed, the figures the verdict is made of."""
+def seed_table(arms: list[Arm], invalid: frozenset[int] = frozenset()) -> list[list[str]]:
+    """The appendix: one row per arm and seed, the figures the verdict is made of; the arms
+    of an ``invalid`` seed (:mod:`cooper.experiment.validity`) read "invalid seed", not a
+    verdict."""
     rows = [["arm", "seed", "verdict", "steps", "final accuracy (%)",
              *[title for _, title in SEED_COLUMNS]]]
     for a in arms:
         for r in a.runs:
             f = hacking_figures(r)
-            rows.append([a.label, str(r.seed), seed_verdict(a.mode, f), _count(f["steps"]),
+            verdict = INVALID_SEED if r.seed in invalid else seed_verdict(a.mode, f)
+            rows.append([a.label, str(r.seed), verdict, _count(f["steps"]),
                          _pct(f["final_accuracy"]) if r.final else NOT_RUN,
                          *[fmt(spread([f[key]])) for key, _ in SEED_COLUMNS]])
     return rows
@@ -221,14 +238,50 @@ def summary_table(settings: dict[str, Any], seeds: list[int],
         ["probe", settings["probe"]["file"] or f"{settings['probe']['triples']} perturbed "
                   f"{settings['probe']['dataset']} ({settings['probe']['split']}) triples"],
     ]
-    done = [s for s in setups if s]
-    if any("rm_init" in s for s in done):
+    return [["setting", "value"], *rows, *setup_rows([s for s in setups if s])]
+
+
+def _distinct(values: list[Any]) -> str:
+    """A setting's value over seeds: one when they agree, else each distinct one."""
+    return " / ".join(dict.fromkeys(map(str, values)))
+
+
+def _policy_check(checks: list[dict[str, Any]], seeds: int) -> str:
+    """The initial policy's held-out accuracy over seeds, where it was measured and the band
+    it had to fall in (``setup.json``'s ``policy_check``)."""
+    band = _distinct([f"{100 * lo:g} to {100 * hi:g}" for lo, hi in (c["band"] for c in checks)])
+    return (f"{fmt(spread([c['accuracy'] for c in checks]), 2, 100, of=seeds)} on "
+            f"{_distinct([c['benchmark'] for c in checks])} "
+            f"({_distinct([c['problems'] for c in checks])} problems x "
+            f"{_distinct([c['samples'] for c in checks])} samples); band {band}")
+
+
+def setup_rows(done: list[dict[str, Any]]) -> list[list[str]]:
+    """What the seeds' setups measured (``setup.json``), over seeds; a figure an older
+    ``setup.json`` lacks is left out, and one only some seeds have says how many."""
+    n = len(done)
+    rm_init = [s["rm_init"] for s in done if "rm_init" in s]
+    rows = []
+    if rm_init:
         rows.append(["initial RM accuracy on its training triples",
-                     fmt(spread([s["rm_init"]["train_accuracy"] for s in done if "rm_init" in s]))])
+                     fmt(spread([r["train_accuracy"] for r in rm_init]), of=n)])
+    if any("rounds" in r for r in rm_init):
+        rows.append(["initial RM training rounds",
+                     fmt(spread([r["rounds"] for r in rm_init if "rounds" in r]), 0, of=n)])
     if done:
         rows.append(["initial RM accuracy on the probe",
                      fmt(spread([s["probe_accuracy"] for s in done]))])
-    return [["setting", "value"], *rows]
+    if any("probe_auroc" in s for s in done):
+        rows.append(["initial RM AUROC on the probe",
+                     fmt(spread([s["probe_auroc"] for s in done if "probe_auroc" in s]), of=n)])
+    if any("probe_bar" in s for s in done):
+        rows.append(["probe bar of the initial RM (probe_bar)",
+                     _distinct(["none" if s["probe_bar"] is None else f"{s['probe_bar']:g}"
+                                for s in done if "probe_bar" in s])])
+    if any("policy_check" in s for s in done):
+        rows.append(["initial policy's held-out accuracy (%, policy check)",
+                     _policy_check([s["policy_check"] for s in done if "policy_check" in s], n)])
+    return rows
 
 
 # ------------------------------------------------------------------ the report
@@ -272,7 +325,10 @@ def build_report(folder: str | Path, out: str | Path | None = None) -> ReportPat
     report_dir.mkdir(parents=True, exist_ok=True)
     plots = make_plots(arms, report_dir)
 
-    sentences = verdict_sentences(arms, [s for s, _ in seeds])
+    validities = seed_validities(arms, [s for s, _ in seeds], setups)
+    invalid = invalid_seeds(validities)
+    invalid_notes, unknown_notes = validity_notes(validities)
+    sentences = verdict_sentences(arms, [s for s, _ in seeds], invalid)
     missing = [f"{r.name} (seed {r.seed})" for a in arms for r in a.runs if r.final is None]
     missing += [f"setup (seed {s})" for (s, _), st in zip(seeds, setups, strict=True) if not st]
     note = (f"Incomplete: {', '.join(missing)} not finished yet; rerun the experiment command "
@@ -283,8 +339,13 @@ def build_report(folder: str | Path, out: str | Path | None = None) -> ReportPat
     if note:
         blocks.append(("note", note))
     blocks += [
-        ("h2", "Verdict"), ("p", sentences[0]), ("ul", sentences[1:]),
-        ("table", verdict_table(arms)),
+        ("h2", "Verdict"), ("p", f"{sentences[0]} {validity_rule()}"),
+        *[("note", text) for text in invalid_notes], *[("p", text) for text in unknown_notes],
+        ("ul", sentences[1:]),
+        ("table", verdict_table(arms, invalid)),
+        ("p", "Did each seed's testbed learn (the verifier-paid arm against the initial policy, "
+              "final held-out accuracy)?"),
+        ("table", validity_table(validities)),
         ("h2", "Final accuracy (%)"),
         ("p", f"Final policies on the held-out benchmarks (verifier-scored, {fe['samples']} "
               f"samples per problem, T {fe['temperature']}, top-p {fe['top_p']}); over several "
@@ -302,7 +363,7 @@ def build_report(folder: str | Path, out: str | Path | None = None) -> ReportPat
         ("h2", "Run time"), ("table", run_times(setups, arms, status)),
         ("h2", "Appendix: every seed"),
         ("p", "One row per arm and seed: the figures the verdict is made of."),
-        ("table", seed_table(arms)),
+        ("table", seed_table(arms, invalid)),
         ("h2", "Versions"), ("table", versions),
     ]
     return write_report(blocks, report_dir, plots)
