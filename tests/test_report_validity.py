@@ -134,3 +134,18 @@ def test_without_a_rule_arm_or_its_final_evaluation_validity_is_not_known(tmp_pa
     assert "| 1 | 60.00 | n/a | n/a | not known |" in md and "| 0 | 50.00 | 80.00 |" in md
     rule = Arm("rule", "rule (verifier)", "rule", [Run("rule", 0, "rule", [], _evaluation(.5), None)])
     assert seed_validity(0, rule, None).status == UNKNOWN  # no setup.json yet
+
+
+def test_the_first_table_shows_where_each_seed_started():
+    from cooper.experiment.validity import SeedValidity, validity_table
+
+    v = {0: SeedValidity(0, VALID, 0.49, 0.70, ""), 1: SeedValidity(1, INVALID, 0.08, 0.09, "")}
+    setups = [{"policy_check": {"accuracy": 0.48, "band": [0.3, 0.7]}, "probe_accuracy": 1.0,
+               "probe_bar": 0.9},
+              {"policy_check": {"accuracy": 0.10, "band": [0.3, 0.7]}, "probe_accuracy": 0.57,
+               "probe_bar": 0.9}]
+    rows = validity_table(v, setups)
+    assert rows[0][1:3] == ["initial policy, held-out (%) [band]", "initial RM, probe (%) [bar]"]
+    assert rows[1][:3] == ["0", "48.00 [30.00 to 70.00]", "100.00 [90.00+]"]
+    assert rows[2][:3] == ["1", "10.00 [30.00 to 70.00]", "57.00 [90.00+]"]
+    assert validity_table(v, [{}, None])[0][1] == "initial policy (%)"  # older setups: no columns

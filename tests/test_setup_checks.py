@@ -21,7 +21,8 @@ V5 = "hacking_cpu_v5"
 def exp_config(*overrides: str):
     from cooper.config.experiment import load_experiment
 
-    return load_experiment(V5, [*TINY, *overrides]).validate()
+    return load_experiment(V5, [*TINY, "rm_init.train_layers=1", "train.rm_update.train_layers=1",
+                                 *overrides]).validate()
 
 
 def test_the_shipped_policy_is_in_the_testbeds_band():
@@ -109,12 +110,13 @@ def test_disturbing_the_reward_model_moves_every_weight_a_little(tmp_path):
         assert torch.allclose(x, y, rtol=1e-3, atol=0), name
 
 
-def test_a_passing_setup_records_both_figures(tmp_path):
-    from cooper.experiment.setup import run_setup
-
-    exp = exp_config("setup.policy_accuracy_min=0.0", "setup.policy_accuracy_max=1.0",
-                     "probe.min_accuracy=0.0")
-    run_setup(exp, tmp_path / "seed-0")
+def test_a_passing_setup_records_both_figures_and_setup_only_stops_there(tmp_path):
+    proc = run_cli("experiment", "hacking", "--preset", V5, "--out", tmp_path, *TINY,
+                   "rm_init.train_layers=1", "train.rm_update.train_layers=1",
+                   "setup.policy_accuracy_min=0.0", "setup.policy_accuracy_max=1.0",
+                   "probe.min_accuracy=0.0", "--setup-only")
+    assert "seed 0: initial policy " in proc.stdout and "probe accuracy" in proc.stdout
+    assert not (tmp_path / "seed-0" / "arms").exists() and not (tmp_path / "report").exists()
     setup = json.loads((tmp_path / "seed-0" / "setup" / "setup.json").read_text())
     check = setup["policy_check"]
     assert check["band"] == [0.0, 1.0] and check["benchmark"] == "arith_2x1:validation"

@@ -37,6 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "with cores/N torch threads (default 1: one after another, here)")
     h.add_argument("--print-config", action="store_true",
                    help="print the resolved settings as YAML and exit")
+    h.add_argument("--setup-only", action="store_true",
+                   help="build and check every seed's setup (initial policy, reward model, "
+                        "probe), print their figures and stop; a later run without it reuses them")
     h.add_argument("--no-report", action="store_true",
                    help="do not write the report at the end (`cooper report OUT` does it later)")
     h.set_defaults(func=_hacking)
@@ -53,7 +56,13 @@ def _hacking(args: argparse.Namespace) -> int:
     if args.print_config:
         print(yaml.safe_dump(exp.to_dict(), sort_keys=False), end="")
         return 0
-    results = run_experiment(exp, args.out, jobs=args.jobs)
+    results = run_experiment(exp, args.out, jobs=args.jobs, setup_only=args.setup_only)
+    if args.setup_only:
+        from cooper.experiment.setup import setup_summary
+
+        for seed in exp.seed_list:
+            print(f"seed {seed}: {setup_summary(args.out, seed)}")
+        return 0
     width = max(len(a) for a in exp.arm_list)
     for seed, arms in results.items():
         for arm, r in arms.items():

@@ -165,12 +165,9 @@ class ExperimentConfig:
         return exp
 
     def benchmark_list(self) -> list[tuple[str, str | None]]:
-        out = []
-        for item in self.final_eval.benchmarks.split(","):
-            name, _, split = item.strip().partition(":")
-            if name:
-                out.append((name, split or None))
-        return out
+        from cooper.data.problems import parse_benchmark  # as `cooper eval --benchmarks` reads it
+
+        return [b for b in map(parse_benchmark, self.final_eval.benchmarks.split(",")) if b[0]]
 
     def validate(self) -> ExperimentConfig:
         self.arms = declare_arms(self.arms)  # checks each arm (a no-op on checked arms)

@@ -151,10 +151,11 @@ def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
 STAGES = Stages(setup=run_setup, arm=run_arm)
 
 
-def run_experiment(exp: ExperimentConfig, out: str | os.PathLike,
-                   jobs: int = 1) -> dict[int, dict[str, dict[str, Any]]]:
-    """Per seed: setup, then each arm; up to ``jobs`` stages at once in worker processes. Every
-    stage is skipped when already complete. Returns ``{seed: {arm: result}}``."""
+def run_experiment(exp: ExperimentConfig, out: str | os.PathLike, jobs: int = 1, *,
+                   setup_only: bool = False) -> dict[int, dict[str, dict[str, Any]]]:
+    """Per seed: setup, then each arm (``setup_only``: the setups alone, to see where every
+    seed starts before spending the arms' hour); up to ``jobs`` stages at once in worker
+    processes. Every stage is skipped when already complete. Returns ``{seed: {arm: result}}``."""
     exp.validate()
     if jobs < 1:
         raise UserError(f"--jobs {jobs}: run at least one stage at a time (--jobs 1)")
@@ -164,12 +165,12 @@ def run_experiment(exp: ExperimentConfig, out: str | os.PathLike,
     status = read_json(out / STATUS_FILE) or {"experiment": "hacking", "sessions": []}
     status["versions"] = software_table(environment((*PACKAGES, "vllm")))
     session = {"started": time.strftime("%Y-%m-%d %H:%M:%S"), "seconds": None,
-               "seeds": exp.seed_list, "arms": exp.arm_list, "jobs": jobs,
+               "seeds": exp.seed_list, "arms": [] if setup_only else exp.arm_list, "jobs": jobs,
                "threads_per_job": threads_per_job(jobs) if jobs > 1 else None}
     status["sessions"].append(session)
     write_json(out / STATUS_FILE, status, default=str)
     t0 = time.perf_counter()
-    results = run_stages(exp, out, STAGES, jobs)
+    results = run_stages(exp, out, STAGES, jobs, arms=[] if setup_only else None)
     session["seconds"] = time.perf_counter() - t0
     write_json(out / STATUS_FILE, status, default=str)
     return results

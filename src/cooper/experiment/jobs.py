@@ -58,9 +58,11 @@ def threads_per_job(jobs: int) -> int:
     return max(1, cores() // jobs)
 
 
-def run_stages(exp: ExperimentConfig, out: Path, stages: Stages,
-               jobs: int = 1) -> dict[int, dict[str, dict[str, Any]]]:
-    """Every seed's setup and arms; ``{seed: {arm: result}}``."""
+def run_stages(exp: ExperimentConfig, out: Path, stages: Stages, jobs: int = 1, *,
+               arms: list[str] | None = None) -> dict[int, dict[str, dict[str, Any]]]:
+    """Every seed's setup and arms (``arms``: those, in order; default every arm of ``exp``;
+    ``[]``: the setups alone); ``{seed: {arm: result}}``."""
+    arm_list = exp.arm_list if arms is None else arms
     if jobs < 1:
         raise UserError(f"--jobs {jobs}: run at least one stage at a time (--jobs 1)")
     plan = [(seed, exp.for_seed(seed), seed_dir(out, seed)) for seed in exp.seed_list]
@@ -68,9 +70,9 @@ def run_stages(exp: ExperimentConfig, out: Path, stages: Stages,
         results: dict[int, dict[str, dict[str, Any]]] = {}
         for seed, exp_s, folder in plan:
             setup = stages.setup(exp_s, folder)
-            results[seed] = {a: stages.arm(exp_s, a, folder, setup) for a in exp.arm_list}
+            results[seed] = {a: stages.arm(exp_s, a, folder, setup) for a in arm_list}
         return results
-    return _in_workers(plan, exp.arm_list, stages, jobs)
+    return _in_workers(plan, arm_list, stages, jobs)
 
 
 def _in_workers(plan: list[tuple[int, ExperimentConfig, Path]], arms: list[str], stages: Stages,

@@ -341,11 +341,12 @@ def build_report(folder: str | Path, out: str | Path | None = None) -> ReportPat
     blocks += [
         ("h2", "Verdict"), ("p", f"{sentences[0]} {validity_rule()}"),
         *[("note", text) for text in invalid_notes], *[("p", text) for text in unknown_notes],
+        ("p", "Where each seed started (the setup's checks, where the preset sets them) and "
+              "whether its testbed learned (the verifier-paid arm against the initial policy, "
+              "final held-out accuracy):"),
+        ("table", validity_table(validities, setups)),
         ("ul", sentences[1:]),
         ("table", verdict_table(arms, invalid)),
-        ("p", "Did each seed's testbed learn (the verifier-paid arm against the initial policy, "
-              "final held-out accuracy)?"),
-        ("table", validity_table(validities)),
         ("h2", "Final accuracy (%)"),
         ("p", f"Final policies on the held-out benchmarks (verifier-scored, {fe['samples']} "
               f"samples per problem, T {fe['temperature']}, top-p {fe['top_p']}); over several "

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import random
 import shutil
 import time
@@ -30,7 +31,7 @@ from cooper.data.problems import load_problems
 from cooper.data.triples import load_triples
 from cooper.errors import UserError
 from cooper.experiment.final_eval import evaluate_policy
-from cooper.experiment.layout import setup_dir
+from cooper.experiment.layout import seed_dir, setup_dir
 from cooper.experiment.testbed import (
     TINY_ARITH,
     TINY_ARITH_2X1,
@@ -274,3 +275,22 @@ def _located(path: str, folder: Path) -> str:
     absolute ones, which are used as they are."""
     inside = folder / path
     return str(inside) if not Path(path).is_absolute() and inside.exists() else path
+
+
+def setup_summary(out: str | os.PathLike, seed: int) -> str:
+    """One line of a seed's setup figures (``setup.json``), as ``--setup-only`` prints them."""
+    done = read_json(setup_dir(seed_dir(Path(out), seed)) / "setup.json") or {}
+    parts = []
+    if check := done.get("policy_check"):
+        parts.append(f"initial policy {_pct(check['accuracy'])} on {check['benchmark']}")
+    if "probe_accuracy" in done:
+        auroc = done.get("probe_auroc")
+        parts.append(f"reward model's probe accuracy {_pct(done['probe_accuracy'])}"
+                     + (f" (AUROC {auroc:.3f})" if auroc is not None else ""))
+    if rounds := done.get("rm_init", {}).get("rounds"):
+        parts.append(f"{rounds} training round(s)")
+    if ev := done.get("initial_eval"):
+        parts.append(f"no-RL test accuracy {_pct(ev['average'])}")
+    if "seconds" in done:
+        parts.append(f"{done['seconds']:.0f} s")
+    return "; ".join(parts) or "no complete setup"

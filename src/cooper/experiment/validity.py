@@ -141,11 +141,32 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.2f}"
 
 
-def validity_table(validities: dict[int, SeedValidity]) -> list[list[str]]:
-    """One row per seed: the two accuracies the rule compares, the gain and the outcome."""
-    rows = [["seed", "initial policy (%)", "verifier-paid arm, final (%)", "gain (points)",
-             "validity"]]
-    for v in validities.values():
+def validity_table(validities: dict[int, SeedValidity],
+                   setups: list[dict | None] | None = None) -> list[list[str]]:
+    """One row per seed: where it started (the setup's checks, when its ``setup.json`` records
+    them: the initial policy's held-out accuracy against its band, the reward model's probe
+    accuracy against its bar), then the two accuracies the validity rule compares, the gain and
+    the outcome."""
+    checks = [s or {} for s in (setups or [None] * len(validities))]
+    with_checks = any("policy_check" in c or "probe_bar" in c for c in checks)
+    head = ["seed"]
+    if with_checks:
+        head += ["initial policy, held-out (%) [band]", "initial RM, probe (%) [bar]"]
+    rows = [head + ["initial policy (%)", "verifier-paid arm, final (%)", "gain (points)",
+                    "validity"]]
+    for v, c in zip(validities.values(), checks, strict=True):
         gain = "n/a" if v.gain is None else f"{round(v.gain, 2) + 0.0:+.2f}"
-        rows.append([str(v.seed), _pct(v.initial), _pct(v.rule_final), gain, v.status])
+        row = [str(v.seed)]
+        if with_checks:
+            row += [_checked(c.get("policy_check", {}).get("accuracy"),
+                             c.get("policy_check", {}).get("band")),
+                    _checked(c.get("probe_accuracy"), [c.get("probe_bar"), None])]
+        rows.append(row + [_pct(v.initial), _pct(v.rule_final), gain, v.status])
     return rows
+
+
+def _checked(x: float | None, band: list | None) -> str:
+    lo, hi = (band or [None, None])
+    limits = ("" if lo is None and hi is None else
+              f" [{'' if lo is None else _pct(lo)}{' to ' + _pct(hi) if hi is not None else '+'}]")
+    return _pct(x) + limits
