@@ -39,7 +39,7 @@ def run_cli(*args: str, check: bool = True, timeout: float = 600, cwd: Path | No
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory):
     """Folders of a tiny random causal LM and a tiny one-logit classifier (shared tokenizer)."""
-    from cooper.infra.models import build_tiny_models
+    from cooper.experiment.testbed import build_tiny_models
 
     return build_tiny_models(tmp_path_factory.mktemp("tiny"))
 
@@ -51,7 +51,7 @@ def released(tmp_path_factory):
     from tokenizers.processors import TemplateProcessing
     from transformers import Qwen2Config, Qwen2ForSequenceClassification
 
-    from cooper.infra.models import tiny_tokenizer
+    from cooper.experiment.testbed import tiny_tokenizer
 
     tok = tiny_tokenizer()
     tok.backend_tokenizer.post_processor = TemplateProcessing(

@@ -127,7 +127,7 @@ def test_file_with_no_usable_rows_is_an_error(tmp_path):
 
 
 def test_render_prompt_uses_chat_template():
-    from cooper.infra.models import tiny_tokenizer
+    from cooper.experiment.testbed import tiny_tokenizer
 
     tok = tiny_tokenizer()
     text = render_prompt(tok, "What is 2+2?")
@@ -140,8 +140,9 @@ def test_data_show_prompt_is_what_the_generator_feeds(tiny_models):
     """`cooper data show --prompt` and every generator build the prompt in one place, also for
     a tokenizer without a chat template (their fallbacks used to differ)."""
     from cooper.data.prompts import prompt_messages
+    from cooper.experiment.testbed import tiny_tokenizer
     from cooper.infra.generation import HFGenerator
-    from cooper.infra.models import load_causal_lm, tiny_tokenizer
+    from cooper.infra.models import load_causal_lm
 
     tok = tiny_tokenizer()
     tok.chat_template = None

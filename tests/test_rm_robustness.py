@@ -134,7 +134,7 @@ def _degenerate_fpr(rm, suite) -> tuple[float, float]:
 def two_models(tmp_path_factory, verifier):
     import torch
 
-    from cooper.infra.models import build_tiny_models
+    from cooper.experiment.testbed import build_tiny_models
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the same arithmetic on every machine, and fast on a small CPU

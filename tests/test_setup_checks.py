@@ -76,7 +76,7 @@ def test_the_reward_model_trains_in_rounds_until_its_probe_bar(tmp_path, bar, ro
     from cooper.data.triples import load_triples
     from cooper.errors import UserError
     from cooper.experiment.setup import _train_initial_rm, _triples_file, check_probe
-    from cooper.infra.models import build_tiny_models
+    from cooper.experiment.testbed import build_tiny_models
 
     exp = exp_config(f"probe.min_accuracy={bar}", "rm_init.max_rounds=2")
     tiny = build_tiny_models(tmp_path / "tiny")
@@ -96,7 +96,7 @@ def test_disturbing_the_reward_model_moves_every_weight_a_little(tmp_path):
     import torch
 
     from cooper.experiment.setup import _disturb
-    from cooper.infra.models import build_tiny_models
+    from cooper.experiment.testbed import build_tiny_models
     from cooper.rm.model import RewardModel
 
     tiny = build_tiny_models(tmp_path / "tiny")
@@ -123,3 +123,24 @@ def test_a_passing_setup_records_both_figures_and_setup_only_stops_there(tmp_pat
     assert 0.0 <= check["accuracy"] <= 1.0 and check["problems"] == 4
     assert setup["probe_bar"] == 0.0 and 0.0 <= setup["probe_auroc"] <= 1.0
     assert setup["rm_init"]["rounds"] == 1 and len(setup["rm_init"]["per_round"]) == 1
+
+
+def test_the_warm_start_stops_at_the_first_check_in_band(tmp_path):
+    """The rebuild's mechanism (cooper models build-testbed): asked every check_every steps,
+    the first True ends the warm start, and the model saved is the one that was asked."""
+    from cooper.experiment.testbed import build_tiny_models, warm_start
+    from cooper.infra.models import load_causal_lm
+
+    tiny = build_tiny_models(tmp_path / "tiny")
+    asked, seen = [], {}
+
+    def stop(step, model, tok):
+        asked.append(step)
+        seen[step] = {k: v.clone() for k, v in model.state_dict().items()}
+        return step >= 4
+
+    out = warm_start(tiny.policy, tmp_path / "ws", steps=50, batch_size=4, dataset="arith_2x1",
+                     stop=stop, check_every=2)
+    assert asked == [2, 4]
+    saved = load_causal_lm(out, dtype="float32").state_dict()
+    assert all(saved[k].equal(v) for k, v in seen[4].items() if k in saved)

@@ -29,11 +29,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     tb = msub.add_parser(
         "build-testbed", help="rerun the recipe of the testbed's shipped starting policy",
-        description="Warm-start a tiny random model on arith_2x1's train split exactly as the "
-                    "shipped tiny-arith-2x1 policy was made (1,200 steps, lr 3e-3, seed 0), "
-                    "write it to OUT/policy, score it on arith_2x1's validation split as the "
-                    "testbed's setup does, and compare its weights with the shipped ones. Other "
-                    "machines' floating point can give another policy: that is why it ships.")
+        description="Warm-start a tiny random model on arith_2x1's train split as the shipped "
+                    "tiny-arith-2x1 policy was made (lr 3e-3, seed 0, at most 1,200 steps), "
+                    "scoring it every 50 steps on arith_2x1's validation split as the testbed's "
+                    "setup does and stopping at the first score in the band 0.40-0.55; write it "
+                    "to OUT/policy with OUT/build.json, and compare its weights with the shipped "
+                    "ones. Another machine's floating point gives other weights (a fixed step "
+                    "count gave 8%, 48% and 72% on three machines): that is why it ships.")
     tb.add_argument("--out", required=True, help="folder to write OUT/policy into")
     tb.add_argument("--seed", type=int, default=0, help="warm start seed (shipped: 0)")
     tb.set_defaults(func=_build_testbed)
@@ -65,27 +67,29 @@ def _build_testbed(args: argparse.Namespace) -> int:
     import hashlib
     from pathlib import Path
 
-    from cooper.data.problems import load_problems
-    from cooper.eval.sampling import evaluate_problems
     from cooper.experiment.testbed import build_testbed_policy, shipped_policy
-    from cooper.infra.generation import HFGenerator, SamplingConfig
-    from cooper.infra.protocol import PAPER_TEMPERATURE, PAPER_TOP_P
 
     t0 = time.perf_counter()
-    policy = build_testbed_policy(Path(args.out), seed=args.seed)
+    record = build_testbed_policy(Path(args.out), seed=args.seed)
     took = time.perf_counter() - t0
-    # the testbed's check: train.validation of the hacking_cpu preset (100 problems x 2)
-    problems = list(load_problems("arith_2x1", "validation", limit=100))
-    sampling = SamplingConfig(n=2, temperature=PAPER_TEMPERATURE, top_p=PAPER_TOP_P,
-                              max_new_tokens=48, seed=0)
-    result = evaluate_problems(HFGenerator.load(str(policy), batch_size=32), problems, sampling,
-                               benchmark="arith_2x1:validation")
+    policy = Path(args.out) / record["policy"]
+    for c in record["checks"]:
+        print(f"step {c['step']:5d}: held-out accuracy {c['accuracy']:.3f}")
+    stop = record["stopped_at"]
+    if stop is None:
+        print(f"no check landed in the band {record['band']}: the policy at step "
+              f"{record['max_steps']} was kept; it is not the testbed's")
+    else:
+        print(f"stopped at step {stop['step']} (held-out accuracy {stop['accuracy']:.3f}, band "
+              f"{record['band'][0]:.2f} to {record['band'][1]:.2f})")
 
     def digest(folder: Path) -> str:
         return hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
 
-    same = digest(policy) == digest(shipped_policy())
-    print(f"built {policy} in {took:.0f} s; held-out accuracy (arith_2x1:validation, 100 "
-          f"problems x 2 samples) {result.metrics.accuracy:.3f}; weights "
-          f"{'identical to' if same else 'differ from'} the shipped ones")
-    return 0
+    try:
+        same = digest(policy) == digest(shipped_policy())
+        shipped = f"weights {'identical to' if same else 'differ from'} the shipped ones"
+    except Exception as e:  # noqa: BLE001 -- a missing shipped copy is reported, not fatal here
+        shipped = f"no shipped weights to compare with ({e})"
+    print(f"built {policy} in {took:.0f} s; {shipped}")
+    return 0 if stop is not None else 1

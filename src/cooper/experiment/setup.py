@@ -35,11 +35,11 @@ from cooper.experiment.layout import seed_dir, setup_dir
 from cooper.experiment.testbed import (
     TINY_ARITH,
     TINY_ARITH_2X1,
+    build_tiny_models,
     embedded_trunk,
     tiny_arith_models,
 )
 from cooper.infra.files import read_json, write_json
-from cooper.infra.models import build_tiny_models
 from cooper.rm.model import RewardModel
 from cooper.rm.training import evaluate, train_bce
 from cooper.types import LabelledTriple, Triple

@@ -7,28 +7,107 @@ something to learn in seconds on a CPU: the tests use it, and so does the reward
 experiment (``setup.policy=tiny-arith``), where the verifier's exactness makes "hacked"
 unambiguous. The testbed's policy (``tiny-arith-2x1``) ships with the package
 (:func:`shipped_policy`); :func:`tiny_arith_models` puts a policy and a random reward model
-sharing its tokenizer into the model cache.
+sharing its tokenizer into the model cache. :func:`build_tiny_models` writes the tiny random
+causal LM and sequence classifier (a character-level tokenizer, from a config, no download) of
+the unit and smoke tests and of these builds; the classifier's folder carries a minimal
+``cooper_rm.json``, so it is read in our input format, not as a released VerifyRM.
 """
 
 from __future__ import annotations
 
 import os
 import random
+import string
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from cooper.data.prompts import prompt_messages
 from cooper.data.synthetic import arithmetic_problems
 from cooper.errors import UserError
 from cooper.infra.embedded import _lock, cache_root
 from cooper.infra.generation import render_messages
-from cooper.infra.models import build_tiny_models, load_causal_lm, load_tokenizer, mark_as_ours
+from cooper.infra.models import load_causal_lm, load_tokenizer
+from cooper.rm.template import mark_as_ours
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+# ------------------------------------------------------------------ tiny random models
+
+TINY_SPECIALS = ["<pad>", "<unk>", "<|im_start|>", "<|im_end|>"]
+CHATML_TEMPLATE = (
+    "{% for m in messages %}{{'<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{'<|im_start|>assistant\n'}}{% endif %}")
+
+
+def tiny_tokenizer() -> PreTrainedTokenizerBase:
+    """A character-level tokenizer over printable ASCII with ChatML specials (102 tokens)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    chars = [c for c in string.printable if c not in "\x0b\x0c"]
+    vocab = {t: i for i, t in enumerate(TINY_SPECIALS + chars)}
+    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    backend.decoder = decoders.Fuse()
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=backend, pad_token="<pad>", unk_token="<unk>",
+        bos_token="<|im_start|>", eos_token="<|im_end|>",
+        additional_special_tokens=["<|im_start|>", "<|im_end|>"])
+    tok.chat_template = CHATML_TEMPLATE
+    tok.padding_side = "left"
+    return tok
+
+
+@dataclass(frozen=True)
+class TinyModels:
+    """Folders of a tiny causal LM and a tiny one-logit classifier sharing a tokenizer."""
+
+    policy: Path
+    reward: Path
+
+
+def build_tiny_models(out_dir: str | os.PathLike, *, hidden_size: int = 32, layers: int = 2,
+                      heads: int = 2, seed: int = 0) -> TinyModels:
+    """Write two tiny random Llama models (``out/policy``, ``out/reward``); no download."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM, LlamaForSequenceClassification
+
+    out = Path(out_dir)
+    tok = tiny_tokenizer()
+    config = LlamaConfig(
+        vocab_size=len(tok), hidden_size=hidden_size, intermediate_size=hidden_size * 2,
+        num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
+        max_position_embeddings=2048, pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, tie_word_embeddings=False)
+    torch.manual_seed(seed)
+    policy = LlamaForCausalLM(config)
+    policy.generation_config.pad_token_id = tok.pad_token_id
+    config_rm = LlamaConfig.from_dict(config.to_dict())
+    config_rm.num_labels = 1
+    reward = LlamaForSequenceClassification(config_rm)
+    paths = TinyModels(out / "policy", out / "reward")
+    for model, path in ((policy, paths.policy), (reward, paths.reward)):
+        model.save_pretrained(path)
+        tok.save_pretrained(path)
+    mark_as_ours(paths.reward)
+    return paths
+
+
+# ------------------------------------------------------------------ the warm start
 
 def warm_start(model_dir: str | os.PathLike, out_dir: str | os.PathLike, *, steps: int = 300,
                lr: float = 3e-3, batch_size: int = 32, seed: int = 0,
-               dataset: str = "arith") -> Path:
+               dataset: str = "arith",
+               stop: Callable[[int, Any, Any], bool] | None = None,
+               check_every: int = 50) -> Path:
     """Supervised fine-tuning on worked solutions (loss on the answer tokens only); saves to
-    ``out_dir`` with the tokenizer. Few steps leave a model that is sometimes right."""
+    ``out_dir`` with the tokenizer. Few steps leave a model that is sometimes right.
+
+    ``stop(step, model, tokenizer)``, asked every ``check_every`` steps, ends the warm start
+    early when it returns True (the model as it is then is saved)."""
     import torch
 
     tok = load_tokenizer(model_dir, padding_side="right")
@@ -37,7 +116,7 @@ def warm_start(model_dir: str | os.PathLike, out_dir: str | os.PathLike, *, step
     rng = random.Random(seed)
     torch.manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    for _ in range(steps):
+    for step in range(1, steps + 1):
         batch = rng.sample(problems, batch_size)
         prompts = [render_messages(tok, prompt_messages(p.question)) for p in batch]
         full = [pr + p.solution + tok.eos_token for pr, p in zip(prompts, batch, strict=True)]
@@ -50,6 +129,14 @@ def warm_start(model_dir: str | os.PathLike, out_dir: str | os.PathLike, *, step
         opt.zero_grad()
         loss.backward()
         opt.step()
+        if stop is not None and step % check_every == 0:
+            model.eval()
+            tok.padding_side = "left"  # for generation
+            done = stop(step, model, tok)
+            tok.padding_side = "right"
+            model.train()
+            if done:
+                break
     out = Path(out_dir)
     model.save_pretrained(out)
     tok.padding_side = "left"
@@ -59,7 +146,7 @@ def warm_start(model_dir: str | os.PathLike, out_dir: str | os.PathLike, *, step
 
 TINY_ARITH = "tiny-arith-v1"  # bump when the recipe below changes
 # the testbed's policy: disjoint splits, so a longer warm start; shipped with the package
-TINY_ARITH_2X1 = "tiny-arith-2x1-v1"  # bump when its warm start changes
+TINY_ARITH_2X1 = "tiny-arith-2x1-v2"  # bump when its warm start changes (v2: stops in a band)
 WARM_STARTS = {TINY_ARITH: ("arith_small", 300), TINY_ARITH_2X1: ("arith_2x1", 1200)}
 
 SHIPPED = Path(__file__).with_name("models")
@@ -83,18 +170,61 @@ def shipped_policy(name: str = TINY_ARITH_2X1) -> Path:
     return path
 
 
+TESTBED_BAND = (0.40, 0.55)
+"""the held-out accuracy at which the testbed policy's warm start stops: the policy of the
+earlier rounds was right on 48% (arith_2x1's validation split), which leaves RL room to learn
+and a reward model a policy worth exploiting"""
+TESTBED_CHECK = {"dataset": "arith_2x1", "split": "validation", "limit": 100, "samples": 2,
+                 "max_new_tokens": 48, "seed": 0}
+"""how the warm start's accuracy is measured: as ``hacking_cpu_v5``'s setup measures it"""
+
+
+def testbed_accuracy(model, tok) -> float:
+    """A policy's accuracy on :data:`TESTBED_CHECK` (the paper's sampling protocol)."""
+    from cooper.data.problems import load_problems
+    from cooper.eval.sampling import evaluate_problems
+    from cooper.infra.generation import HFGenerator, SamplingConfig
+    from cooper.infra.protocol import PAPER_TEMPERATURE, PAPER_TOP_P
+
+    c = TESTBED_CHECK
+    problems = list(load_problems(c["dataset"], c["split"], limit=c["limit"]))
+    sampling = SamplingConfig(n=c["samples"], temperature=PAPER_TEMPERATURE, top_p=PAPER_TOP_P,
+                              max_new_tokens=c["max_new_tokens"], seed=c["seed"])
+    return evaluate_problems(HFGenerator(model, tok, batch_size=32, name="testbed-check"),
+                             problems, sampling, benchmark="testbed-check").metrics.accuracy
+
+
 def build_testbed_policy(out: str | os.PathLike, *, name: str = TINY_ARITH_2X1,
-                         seed: int = 0) -> Path:
+                         seed: int = 0) -> dict[str, Any]:
     """Rerun the shipped policy's recipe into ``out/policy``: a tiny random model (seed 0),
-    then :func:`warm_start` on the recipe's dataset and steps. On the machine that built the
-    shipped weights this reproduces them; elsewhere it may not (see :func:`shipped_policy`)."""
+    then :func:`warm_start` on the recipe's dataset, stopping at the first check (every 50
+    steps, at most the recipe's steps) whose accuracy lies in :data:`TESTBED_BAND`. On the
+    machine that built the shipped weights this reproduces them; elsewhere the weights differ
+    and the stop lands in the band all the same (unless no check does: then it says so).
+    Returns the build's record (also ``out/build.json``)."""
     import tempfile
 
+    from cooper.infra.files import write_json
+
     dataset, steps = WARM_STARTS[name]
+    lo, hi = TESTBED_BAND
+    checks: list[dict[str, float]] = []
+
+    def in_band(step: int, model, tok) -> bool:
+        acc = testbed_accuracy(model, tok)
+        checks.append({"step": step, "accuracy": acc})
+        return lo <= acc <= hi
+
     with tempfile.TemporaryDirectory(prefix="cooper-testbed-") as tmp:
         tiny = build_tiny_models(Path(tmp) / "random", hidden_size=64, layers=2, heads=4)
-        return warm_start(tiny.policy, Path(out) / "policy", steps=steps, lr=3e-3,
-                          dataset=dataset, seed=seed)
+        policy = warm_start(tiny.policy, Path(out) / "policy", steps=steps, lr=3e-3,
+                            dataset=dataset, seed=seed, stop=in_band, check_every=50)
+    record = {"name": name, "dataset": dataset, "max_steps": steps, "lr": 3e-3, "seed": seed,
+              "band": list(TESTBED_BAND), "check": TESTBED_CHECK, "checks": checks,
+              "stopped_at": checks[-1] if checks and lo <= checks[-1]["accuracy"] <= hi else None,
+              "policy": policy.name}
+    write_json(Path(out) / "build.json", record)
+    return record
 
 
 def tiny_arith_models(*, progress: bool = False, name: str = TINY_ARITH) -> Path:

@@ -1,4 +1,4 @@
-"""One loader for every model role (policy, reward model, assistant, judge), and tiny test models.
+"""One loader for every model role (policy, reward model, assistant, judge).
 
 A model is named by one string, resolved in this order:
 
@@ -12,10 +12,7 @@ A model is named by one string, resolved in this order:
 Remote code stays off unless the caller passes ``trust_remote_code=True`` (the CLI's
 ``--trust-remote-code``): a checkpoint must not run code on the user's machine by default.
 
-:func:`build_tiny_models` writes a tiny random causal LM and a tiny sequence classifier that
-share a character-level tokenizer, built from a config with no download: the models of the
-unit and smoke tests. The classifier's folder carries a minimal ``cooper_rm.json``, so it is read
-in our input format, not as a released VerifyRM.
+The tiny random models of the tests and the testbed are built in :mod:`cooper.experiment.testbed`.
 """
 
 from __future__ import annotations
@@ -23,8 +20,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import string
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
@@ -153,77 +148,3 @@ def load_sequence_classifier(name_or_path: str | os.PathLike = DEFAULT_MODEL, *,
                     "(%s, ...): is this the model you meant?", path, len(other), other[0])
     model.config.pad_token_id = tok.pad_token_id
     return model
-
-
-# --------------------------------------------------------------------------- tiny models
-
-TINY_SPECIALS = ["<pad>", "<unk>", "<|im_start|>", "<|im_end|>"]
-CHATML_TEMPLATE = (
-    "{% for m in messages %}{{'<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n'}}"
-    "{% endfor %}{% if add_generation_prompt %}{{'<|im_start|>assistant\n'}}{% endif %}")
-
-
-def tiny_tokenizer() -> PreTrainedTokenizerBase:
-    """A character-level tokenizer over printable ASCII with ChatML specials (102 tokens)."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    chars = [c for c in string.printable if c not in "\x0b\x0c"]
-    vocab = {t: i for i, t in enumerate(TINY_SPECIALS + chars)}
-    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
-    backend.decoder = decoders.Fuse()
-    tok = PreTrainedTokenizerFast(
-        tokenizer_object=backend, pad_token="<pad>", unk_token="<unk>",
-        bos_token="<|im_start|>", eos_token="<|im_end|>",
-        additional_special_tokens=["<|im_start|>", "<|im_end|>"])
-    tok.chat_template = CHATML_TEMPLATE
-    tok.padding_side = "left"
-    return tok
-
-
-@dataclass(frozen=True)
-class TinyModels:
-    """Folders of a tiny causal LM and a tiny one-logit classifier sharing a tokenizer."""
-
-    policy: Path
-    reward: Path
-
-
-def build_tiny_models(out_dir: str | os.PathLike, *, hidden_size: int = 32, layers: int = 2,
-                      heads: int = 2, seed: int = 0) -> TinyModels:
-    """Write two tiny random Llama models (``out/policy``, ``out/reward``); no download."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM, LlamaForSequenceClassification
-
-    out = Path(out_dir)
-    tok = tiny_tokenizer()
-    config = LlamaConfig(
-        vocab_size=len(tok), hidden_size=hidden_size, intermediate_size=hidden_size * 2,
-        num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
-        max_position_embeddings=2048, pad_token_id=tok.pad_token_id,
-        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, tie_word_embeddings=False)
-    torch.manual_seed(seed)
-    policy = LlamaForCausalLM(config)
-    policy.generation_config.pad_token_id = tok.pad_token_id
-    config_rm = LlamaConfig.from_dict(config.to_dict())
-    config_rm.num_labels = 1
-    reward = LlamaForSequenceClassification(config_rm)
-    paths = TinyModels(out / "policy", out / "reward")
-    for model, path in ((policy, paths.policy), (reward, paths.reward)):
-        model.save_pretrained(path)
-        tok.save_pretrained(path)
-    mark_as_ours(paths.reward)
-    return paths
-
-
-def mark_as_ours(folder: str | os.PathLike) -> None:
-    """Give an untrained sequence classifier of ours a minimal ``cooper_rm.json`` (our template,
-    no budget or temperature yet) unless it has one: a folder without the file that holds a
-    one-label classifier is read in the released VerifyRM format (:mod:`cooper.rm.model`)."""
-    from cooper.infra.files import write_json
-    from cooper.rm.template import COOPER, SPEC_FILE, TEMPLATE_VERSION
-
-    path = Path(folder) / SPEC_FILE
-    if not path.is_file():
-        write_json(path, {"template": COOPER, "template_version": TEMPLATE_VERSION})

@@ -35,8 +35,10 @@ reads the result are in :mod:`cooper.rm.model`.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from cooper.errors import UserError
 from cooper.types import Triple
@@ -234,3 +236,13 @@ def fit_to_budget(ids: list[int], offsets: list[tuple[int, int]], rendered: Rend
         pos = j
     return out + ids[pos:]
 
+
+def mark_as_ours(folder: str | os.PathLike) -> None:
+    """Give an untrained sequence classifier of ours a minimal ``cooper_rm.json`` (our template,
+    no budget or temperature yet) unless it has one: a folder without the file that holds a
+    one-label classifier is read in the released VerifyRM format (:mod:`cooper.rm.model`)."""
+    from cooper.infra.files import write_json
+
+    path = Path(folder) / SPEC_FILE
+    if not path.is_file():
+        write_json(path, {"template": COOPER, "template_version": TEMPLATE_VERSION})
