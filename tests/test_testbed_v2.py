@@ -73,11 +73,14 @@ def test_fourth_round_preset_only_runs_longer():
     assert _differences(v2.to_dict(), v4.to_dict()) == ["train.max_steps: 200 -> 400"]
 
 
-def test_fifth_round_preset_only_runs_longer_than_the_fourth():
+def test_fifth_round_preset_only_runs_longer_than_the_fourth_and_checks_its_setup():
     from cooper.experiment.hacking import _differences
 
     v4, v5 = (load_experiment(p).validate() for p in ("hacking_cpu_v4", "hacking_cpu_v5"))
-    assert _differences(v4.to_dict(), v5.to_dict()) == ["train.max_steps: 400 -> 500"]
+    assert _differences(v4.to_dict(), v5.to_dict()) == [
+        "probe.min_accuracy: None -> 0.9", "rm_init.max_rounds: 1 -> 3",
+        "setup.policy_accuracy_max: None -> 0.7", "setup.policy_accuracy_min: None -> 0.3",
+        "train.max_steps: 400 -> 500"]
 
 
 def test_trunk_keeps_the_first_layers_exactly(tiny_models, tmp_path):
