@@ -88,7 +88,7 @@ class RMInitConfig:
     train_layers: int | None = None
     """train only the top K decoder layers, the score head and the final norm (embeddings frozen); None: every parameter"""
     max_rounds: int = 1
-    """training rounds of `epochs` epochs each (a fresh optimiser and data order per round), stopping at the first whose reward model reaches probe.min_accuracy"""
+    """training rounds, stopping at the first whose reward model reaches probe.min_accuracy; each round after the first starts again from setup.reward_model with another score head and data order"""
     disturb: float = 0.0
     """relative noise added to the reward model's starting weights, standing in for another machine's floating point (robustness checks of the setup; 0 in every preset)"""
 

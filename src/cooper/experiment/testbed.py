@@ -157,11 +157,12 @@ the command that rebuilt it and its checksums."""
 def shipped_policy(name: str = TINY_ARITH_2X1) -> Path:
     """The testbed's starting policy as shipped: the same bytes on every machine.
 
-    Why shipped and not built: the warm start (1,200 steps at lr 3e-3 from a random model) is
-    deterministic on one machine but not across machines, and its outcome is not stable under
-    that difference: the same code and seed gave a policy right on 48% of the held-out problems
-    on some machines and on 8% on another, where no arm learned anything. 400 KB settle it.
-    ``cooper models build-testbed`` reruns the recipe (:func:`build_testbed_policy`).
+    Why shipped and not built: the warm start (lr 3e-3 from a random model) is deterministic on
+    one machine but not across machines, and its outcome is not stable under that difference:
+    the same code and seed, stopped at 1,200 steps, gave a policy right on 48% of the held-out
+    problems on some machines, 10% on another (where no arm learned anything) and 72% on a
+    third. 383 KB settle it. ``cooper models build-testbed`` reruns the recipe, now stopped in a
+    band (:func:`build_testbed_policy`).
     """
     path = SHIPPED / name / "policy"
     if not (path / "config.json").is_file():
@@ -232,7 +233,7 @@ def tiny_arith_models(*, progress: bool = False, name: str = TINY_ARITH) -> Path
     tokenizer: ``DIR/policy``, ``DIR/reward``.
 
     ``tiny-arith-v1``: 300 steps on ``arith_small`` (about half its answers right; about a
-    minute on two cores), built on this machine (the tests' model). ``tiny-arith-2x1-v1``: the
+    minute on two cores), built on this machine (the tests' model). ``tiny-arith-2x1-v2``: the
     shipped policy (:func:`shipped_policy`). Built once into the model cache and reused; written
     to a temporary folder and renamed, like the embedded model.
     """
