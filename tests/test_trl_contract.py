@@ -102,11 +102,16 @@ def test_each_override_ran_in_a_tiny_run(tiny_models, tmp_path):
 
 @pytest.mark.parametrize("name", sorted(METHODS))
 def test_cooper_trainer_overrides_exist(name):
-    """Each method listed is one CooperTrainer really relies on (overrides or calls)."""
-    from cooper.rl import trainer
+    """Each method listed is one CooperTrainer overrides, with TRL's parameters: an override
+    dropped (the list would then guard nothing) or one whose signature drifted fails here."""
+    from trl import GRPOTrainer
 
-    source = inspect.getsource(trainer)
-    assert f"def {name}(" in source or f".{name}(" in source or f"self.{name}" in source
+    from cooper.rl.trainer import CooperTrainer
+
+    assert name in vars(CooperTrainer), f"CooperTrainer no longer overrides {name}: update METHODS"
+    ours = list(inspect.signature(vars(CooperTrainer)[name]).parameters)
+    theirs = list(inspect.signature(getattr(GRPOTrainer, name)).parameters)
+    assert ours == theirs == METHODS[name][0]
 
 
 def test_print_config_shows_every_pinned_grpo_setting():
