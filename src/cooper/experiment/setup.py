@@ -37,6 +37,7 @@ from cooper.experiment.testbed import (
     TINY_ARITH_2X1,
     build_tiny_models,
     embedded_trunk,
+    heldout_accuracy,
     tiny_arith_models,
 )
 from cooper.infra.files import read_json, write_json
@@ -166,20 +167,19 @@ class SetupCheckError(UserError):
 def policy_check(exp: ExperimentConfig, policy: str) -> dict[str, Any]:
     """The initial policy's held-out accuracy, measured as the runs' ``val/accuracy`` is
     (``train.validation``'s problems and sampling), and the preset's band for it."""
-    from cooper.eval.sampling import evaluate_problems
-    from cooper.infra.generation import HFGenerator, SamplingConfig
+    from cooper.infra.generation import HFGenerator
 
     v = exp.train.validation
-    problems = list(load_problems(v.dataset, v.split, limit=v.limit))
-    sampling = SamplingConfig(n=v.samples, temperature=v.temperature, top_p=v.top_p,
-                              max_new_tokens=v.max_new_tokens, seed=exp.train.seed)
     gen = HFGenerator.load(policy, batch_size=exp.final_eval.batch_size,
                            dtype=exp.train.policy.dtype)
-    result = evaluate_problems(gen, problems, sampling, benchmark="setup-check",
-                               verify_mode=exp.train.reward.verifier_mode)
-    return {"accuracy": result.metrics.accuracy,
+    accuracy = heldout_accuracy(gen, v.dataset, v.split, limit=v.limit, samples=v.samples,
+                                max_new_tokens=v.max_new_tokens, seed=exp.train.seed,
+                                temperature=v.temperature, top_p=v.top_p,
+                                verify_mode=exp.train.reward.verifier_mode)
+    return {"accuracy": accuracy,
             "band": [exp.setup.policy_accuracy_min, exp.setup.policy_accuracy_max],
-            "benchmark": f"{v.dataset}:{v.split}", "problems": len(problems),
+            "benchmark": f"{v.dataset}:{v.split}",
+            "problems": len(load_problems(v.dataset, v.split, limit=v.limit)),
             "samples": v.samples}
 
 

@@ -180,19 +180,32 @@ TESTBED_CHECK = {"dataset": "arith_2x1", "split": "validation", "limit": 100, "s
 """how the warm start's accuracy is measured: as ``hacking_cpu_v5``'s setup measures it"""
 
 
-def testbed_accuracy(model, tok) -> float:
-    """A policy's accuracy on :data:`TESTBED_CHECK` (the paper's sampling protocol)."""
+def heldout_accuracy(generator, dataset: str, split: str, *, limit: int | None, samples: int,
+                     max_new_tokens: int, seed: int, temperature: float, top_p: float,
+                     verify_mode: str = "strict") -> float:
+    """A policy's verified accuracy on held-out problems: the testbed's check, as the setup and
+    the warm start's stop both measure it."""
     from cooper.data.problems import load_problems
     from cooper.eval.sampling import evaluate_problems
-    from cooper.infra.generation import HFGenerator, SamplingConfig
+    from cooper.infra.generation import SamplingConfig
+
+    problems = list(load_problems(dataset, split, limit=limit))
+    sampling = SamplingConfig(n=samples, temperature=temperature, top_p=top_p,
+                              max_new_tokens=max_new_tokens, seed=seed)
+    return evaluate_problems(generator, problems, sampling, benchmark=f"{dataset}:{split}",
+                             verify_mode=verify_mode).metrics.accuracy
+
+
+def testbed_accuracy(model, tok) -> float:
+    """A policy's accuracy on :data:`TESTBED_CHECK` (the paper's sampling protocol)."""
+    from cooper.infra.generation import HFGenerator
     from cooper.infra.protocol import PAPER_TEMPERATURE, PAPER_TOP_P
 
     c = TESTBED_CHECK
-    problems = list(load_problems(c["dataset"], c["split"], limit=c["limit"]))
-    sampling = SamplingConfig(n=c["samples"], temperature=PAPER_TEMPERATURE, top_p=PAPER_TOP_P,
-                              max_new_tokens=c["max_new_tokens"], seed=c["seed"])
-    return evaluate_problems(HFGenerator(model, tok, batch_size=32, name="testbed-check"),
-                             problems, sampling, benchmark="testbed-check").metrics.accuracy
+    return heldout_accuracy(HFGenerator(model, tok, batch_size=32, name="testbed-check"),
+                            c["dataset"], c["split"], limit=c["limit"], samples=c["samples"],
+                            max_new_tokens=c["max_new_tokens"], seed=c["seed"],
+                            temperature=PAPER_TEMPERATURE, top_p=PAPER_TOP_P)
 
 
 def build_testbed_policy(out: str | os.PathLike, *, name: str = TINY_ARITH_2X1,
