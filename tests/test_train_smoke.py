@@ -218,3 +218,23 @@ def test_rollout_negatives_make_pairs_and_update_the_reward_model(arith, tmp_pat
     assert all(r["rm/pairs"] == r["rm/pairs_rollout"] + r["rm/pairs_assistant"] for r in steps)
     assert all(r["rm/changed_fraction"] > 0.5 for r in steps if r["rm/pairs"] > 0)
     assert_changed(weights(arith / "reward"), weights(out / "reward_model"), "reward-model")
+
+
+def test_validation_cadence_does_not_change_training(arith, tmp_path):
+    """Validation samples in a forked random state: validating every step or only at the start
+    and end gives the same training run, step for step and weight for weight."""
+    runs = {}
+    for every in (1, 3):
+        out = tmp_path / f"every-{every}"
+        run_cli(*tiny_args(arith, out, "cooper", "rollout.prompts_per_step=4", "max_steps=3",
+                           f"validation.every_steps={every}"))
+        rows = [r for r in metrics(out) if r["step"] >= 1 and "loss" in r]
+        runs[every] = ([{k: v for k, v in r.items()
+                         if not k.startswith(("perf/", "val/")) and "time" not in k
+                         and "runtime" not in k and "per_second" not in k} for r in rows],
+                       weights(out / "policy"), weights(out / "reward_model"))
+        assert sum("val/accuracy" in r for r in rows) == (3 if every == 1 else 1)
+    (rows1, pol1, rm1), (rows3, pol3, rm3) = runs[1], runs[3]
+    assert rows1 == rows3
+    assert all(pol1[k].equal(pol3[k]) for k in pol1)
+    assert all(rm1[k].equal(rm3[k]) for k in rm1)
