@@ -7,6 +7,9 @@ With more, each stage runs in a fresh spawned process (one stage per process: no
 memory carries over from one stage to the next), at most ``jobs`` at a time, each limited to
 ``max(1, cores // jobs)`` torch threads (:func:`threads_per_job`; ``OMP_NUM_THREADS`` and
 ``MKL_NUM_THREADS`` too) so that the processes share the cores instead of oversubscribing them.
+Setups are the exception when there are fewer seeds than jobs: nothing else can run beside them
+(every arm waits for its seed's setup), so they share the cores among themselves
+(:func:`setup_threads`; one seed with ``--jobs 2`` sets up on both cores).
 Stages skip or resume what is done on their own, so a parallel run that was interrupted
 continues like a sequential one.
 
@@ -58,6 +61,11 @@ def threads_per_job(jobs: int) -> int:
     return max(1, cores() // jobs)
 
 
+def setup_threads(jobs: int, seeds: int) -> int:
+    """Torch threads for each setup: the cores shared among the setups that run at once."""
+    return max(1, cores() // max(1, min(jobs, seeds)))
+
+
 def run_stages(exp: ExperimentConfig, out: Path, stages: Stages, jobs: int = 1, *,
                arms: list[str] | None = None) -> dict[int, dict[str, dict[str, Any]]]:
     """Every seed's setup and arms (``arms``: those, in order; default every arm of ``exp``;
@@ -89,13 +97,15 @@ def _in_workers(plan: list[tuple[int, ExperimentConfig, Path]], arms: list[str],
                                initargs=(threads, logging.getLogger().getEffectiveLevel()),
                                max_tasks_per_child=1)
 
-    def submit(seed: int, arm: str | None, fn: Callable, *args: Any) -> None:
+    def submit(seed: int, arm: str | None, fn: Callable, *args: Any,
+               stage_threads: int = threads) -> None:
         key = f"seed-{seed}/{arm or 'setup'}"
-        pending[pool.submit(_stage, key, fn, *args)] = (seed, arm, key)
+        pending[pool.submit(_stage, key, stage_threads, fn, *args)] = (seed, arm, key)
 
     try:
         for seed, exp_s, folder in plan:
-            submit(seed, None, stages.setup, exp_s, folder)
+            submit(seed, None, stages.setup, exp_s, folder,
+                   stage_threads=setup_threads(jobs, len(plan)))
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in done:
@@ -141,9 +151,13 @@ def _init_worker(threads: int, level: int) -> None:
     torch.set_num_threads(threads)
 
 
-def _stage(key: str, fn: Callable, *args: Any) -> Any:
-    """One stage in a worker, its log lines marked with the seed and arm."""
+def _stage(key: str, threads: int, fn: Callable, *args: Any) -> Any:
+    """One stage in a worker (``threads`` torch threads), its log lines marked with the seed and
+    arm."""
+    import torch
+
+    torch.set_num_threads(threads)
     for handler in logging.getLogger().handlers:
         handler.setFormatter(logging.Formatter(LOG_FORMAT.format(key=f"[{key}] "), "%H:%M:%S"))
-    log.info("started in a worker process")
+    log.info("started in a worker process (%d torch thread%s)", threads, "s" * (threads > 1))
     return fn(*args)
