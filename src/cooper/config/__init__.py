@@ -8,7 +8,9 @@ validation); :mod:`.rm` is ``cooper rm train``'s (offline BCE training of the re
 :mod:`.data_mix` is ``cooper data build``'s (the kinds of completion and their weights);
 :mod:`.experiment` is ``cooper experiment hacking``'s (its arms, :mod:`.arms`, are named sets of
 ``cooper train`` settings on top of a shared ``train`` section). The
-presets shipped with cooper-rl live in ``config/presets``.
+presets shipped with cooper-rl live in ``config/presets``. A preset may start from another of its
+family with ``base: NAME`` (a shipped name, or a .yaml path relative to the file that names it):
+the base is read first and the file's own keys are merged on top, mapping by mapping.
 """
 
 from cooper.config.data_mix import DataMixConfig

@@ -7,6 +7,10 @@ differs from the defaults) and ``section.key=value`` overrides, and applies them
 an unknown key, a value of the wrong type or a section given a scalar stops with a
 :class:`ConfigError` that names the fix. Values are converted to the declared type; nothing is
 silently rewritten.
+
+A preset may start from another of its family: ``base: NAME`` (a shipped preset's name, or a path
+to a .yaml file, relative to the folder of the file that names it) reads NAME first, then the
+file's own keys on top (:func:`read_preset`); mappings merge key by key, any other value replaces.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import difflib
 import inspect
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -172,18 +176,102 @@ def list_presets() -> list[str]:
     return sorted(p.stem for p in preset_dir().glob("*.yaml"))
 
 
-def preset_path(name: str) -> Path:
-    """A preset name (shipped) or a path to a YAML file, checked to exist."""
+def find_preset(name: str, folder: Path, relative_to: Path | None = None,
+                what: str = "preset") -> Path:
+    """A preset of the family shipped in ``folder`` (its name) or a path to a YAML file (relative
+    to ``relative_to`` when given, else to the working folder), checked to exist."""
     path = Path(name).expanduser()
     if path.suffix in (".yaml", ".yml"):
+        if relative_to is not None and not path.is_absolute():
+            path = relative_to / path
         if not path.is_file():
             raise ConfigError(f"config file not found: {path}")
         return path
-    path = preset_dir() / f"{name}.yaml"
+    path = folder / f"{name}.yaml"
     if not path.is_file():
-        raise ConfigError(f"unknown preset '{name}'; presets: {', '.join(list_presets())} "
+        names = sorted(p.stem for p in folder.glob("*.yaml"))
+        raise ConfigError(f"unknown {what} '{name}'; presets: {', '.join(names)} "
                           "(or pass a path to a .yaml file)")
     return path
+
+
+def preset_path(name: str, relative_to: Path | None = None) -> Path:
+    """A ``cooper train`` preset name (shipped) or a path to a YAML file, checked to exist."""
+    return find_preset(name, preset_dir(), relative_to)
+
+
+BASE = "base"  # the key of a preset that names the preset it starts from
+
+
+def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``over`` on top: mappings merge key by key, recursively; any other value of
+    ``over`` replaces ``base``'s."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def nest_settings(data: Mapping[str, Any], named: Iterable[str] = ()) -> dict[str, Any]:
+    """A preset's settings as one nested mapping (:func:`nest`), so that dotted and nested keys
+    merge alike; the value of each key in ``named`` is a mapping NAME -> settings (an
+    experiment's ``arms``) whose names stay keys (a name may hold a '.') and whose settings are
+    nested in turn."""
+    data = dict(data)
+    groups = {key: data.pop(key) for key in named if key in data}
+    tree = nest(data)
+    for key, value in groups.items():
+        if key in tree:
+            raise ConfigError(f"'{key}' is given both as '{key}:' and as dotted keys "
+                              f"'{key}.NAME'; declare every one under '{key}:'")
+        if isinstance(value, Mapping):
+            value = {name: nest(s) if isinstance(s, Mapping) else s for name, s in value.items()}
+        tree[key] = value
+    return tree
+
+
+def read_preset(path: Path, find: Callable[[str, Path], Path],
+                named: Iterable[str] = ()) -> dict[str, Any]:
+    """A preset's settings with its ``base:`` chain resolved: the base first (itself read the
+    same way), then the file's own keys deep-merged on top (:func:`deep_merge`), each file's
+    settings nested first (:func:`nest_settings`, ``named`` as there). ``find(name,
+    relative_to)`` turns a ``base:`` value into a path of the same family (``relative_to``: the
+    folder of the file that names it)."""
+    named = tuple(named)
+    layers: list[dict[str, Any]] = []
+    chain: list[tuple[Path, str]] = []  # (file, the name it was given by), from the first
+    label = path.stem
+    while True:
+        real = path.resolve()
+        if any(real == seen for seen, _ in chain):
+            loop = " -> ".join([*(name for _, name in chain), label])
+            raise ConfigError(f"the presets' base: chain loops: {loop}; remove base: from one "
+                              "of them")
+        chain.append((real, label))
+        data = read_settings_file(path)
+        has_base, base = BASE in data, data.pop(BASE, None)
+        try:
+            layers.append(nest_settings(data, named))
+        except ConfigError as e:
+            raise ConfigError(f"{path}: {e}") from None
+        if not has_base:
+            break
+        if not isinstance(base, str) or not base.strip():
+            raise ConfigError(f"{path}: base: {base!r} must name the preset this one starts "
+                              "from: a shipped preset's name (base: hacking_cpu) or a path to a "
+                              ".yaml file, relative to this file's folder (base: mine.yaml)")
+        try:
+            path = find(base.strip(), path.parent)
+        except ConfigError as e:
+            raise ConfigError(f"{path}: base: {e}") from None
+        label = base.strip()
+    settings: dict[str, Any] = {}
+    for layer in reversed(layers):
+        settings = deep_merge(settings, layer)
+    return settings
 
 
 def field_docs(cls: type, prefix: str = "") -> dict[str, str]:

@@ -28,9 +28,10 @@ from cooper.config.arms import (
 from cooper.config.engine import (
     ConfigError,
     apply_settings,
+    find_preset,
     parse_overrides,
     preset_dir,
-    read_settings_file,
+    read_preset,
 )
 from cooper.config.train import MODES, TrainConfig, load_config
 from cooper.infra.protocol import PAPER_TEMPERATURE, PAPER_TOP_P
@@ -257,17 +258,16 @@ def list_experiment_presets() -> list[str]:
     return sorted(p.stem for p in experiment_dir().glob("*.yaml"))
 
 
+def experiment_preset_path(name: str, relative_to: Path | None = None) -> Path:
+    """An experiment preset's name (shipped) or a path to a YAML file, checked to exist."""
+    return find_preset(name, experiment_dir(), relative_to, what="experiment preset")
+
+
 def load_experiment(preset: str, overrides: list[str] | None = None) -> ExperimentConfig:
-    """The preset (a name in ``config/presets/experiments`` or a YAML path), then ``key=value``
-    overrides (``train.max_steps=10``, ``setup.policy=DIR``, ``seeds=0,1``; ``arms=rm,cooper``
-    selects declared arms)."""
-    path = Path(preset).expanduser()
-    if path.suffix not in (".yaml", ".yml"):
-        path = experiment_dir() / f"{preset}.yaml"
-    if not path.is_file():
-        raise ConfigError(f"unknown experiment preset '{preset}'; presets: "
-                          f"{', '.join(list_experiment_presets())} (or pass a .yaml file)")
-    data = read_settings_file(path)
+    """The preset (a name in ``config/presets/experiments`` or a YAML path; its ``base:`` chain
+    resolved, each arm merged key by key), then ``key=value`` overrides (``train.max_steps=10``,
+    ``setup.policy=DIR``, ``seeds=0,1``; ``arms=rm,cooper`` selects declared arms)."""
+    data = read_preset(experiment_preset_path(preset), experiment_preset_path, named=("arms",))
     tree = parse_overrides(overrides or [])
     train_data, train_over = data.pop("train", None) or {}, tree.pop("train", None) or {}
     declared, selection = data.pop("arms", None), tree.pop("arms", None)

@@ -21,7 +21,7 @@ from cooper.config.engine import (
     get_key,
     parse_overrides,
     preset_path,
-    read_settings_file,
+    read_preset,
 )
 from cooper.config.engine import field_docs as engine_field_docs
 from cooper.infra.models import DEFAULT_MODEL
@@ -384,10 +384,11 @@ class TrainConfig:
 # ------------------------------------------------------------------ loading
 
 def load_config(preset: str | None = None, overrides: list[str] | None = None) -> TrainConfig:
-    """Defaults, then the preset's YAML, then ``key=value`` overrides."""
+    """Defaults, then the preset's YAML (its ``base:`` chain resolved), then ``key=value``
+    overrides."""
     cfg = TrainConfig()
     if preset:
-        apply_settings(cfg, read_settings_file(preset_path(preset)))
+        apply_settings(cfg, read_preset(preset_path(preset), preset_path))
     apply_settings(cfg, parse_overrides(overrides or []))
     return cfg
 
