@@ -26,6 +26,11 @@ TINY = ["setup.policy=tiny-random", "setup.reward_model=tiny-random", "rm_init.t
         "train.assistant.max_new_tokens=12", "train.validation.limit=4",
         "train.validation.every_steps=1", "train.validation.samples=1",
         "train.validation.max_new_tokens=12"]
+# the testbed's checks of its starting point off (a random policy answers nothing; they are
+# tested in test_setup_checks.py), and the reward model's layers trained cut to the tiny model's
+CPU = ["--preset", "hacking_cpu", *TINY, "setup.policy_accuracy_min=null",
+       "setup.policy_accuracy_max=null", "probe.min_accuracy=null", "rm_init.train_layers=1",
+       "train.rm_update.train_layers=1"]
 # timings differ between any two runs; everything else a run records must not
 TIMING = ("perf/", "step_time")
 
@@ -40,14 +45,20 @@ def untimed(rows: list[dict]) -> list[dict]:
 
 def test_experiment_runs_every_arm_resumes_and_reports(tmp_path):
     out = tmp_path / "exp"
-    args = ["experiment", "hacking", "--preset", "hacking_cpu", "--out", out, *TINY]
+    args = ["experiment", "hacking", "--out", out, *CPU]
     proc = run_cli(*args)
     assert "report:" in proc.stdout
     seed = out / "seed-0"  # no --seeds: train.seed alone
     setup = json.loads((seed / "setup" / "setup.json").read_text())
     assert (seed / "setup" / "probe.jsonl").is_file() and (seed / "setup" / "reward_model").is_dir()
-    assert set(setup["initial_eval"]["benchmarks"]) == {"arith_small:test"}
+    # arith_2x1's splits: training on train, the curves on validation, the probe and the final
+    # table on problems the policy and the reward model were never trained on
+    assert set(setup["initial_eval"]["benchmarks"]) == {"arith_2x1:test"}
+    train_questions = {p.question for p in load_problems("arith_2x1", "train")}
+    probe = records(seed / "setup" / "probe.jsonl")
+    assert probe and not {r["question"] for r in probe} & train_questions
     rm_rows = records(seed / "setup" / "rm_train.jsonl")
+    assert {r["question"] for r in rm_rows} <= train_questions
     unfinished = [r for r in rm_rows if "/unfinished-" in r["id"]]
     assert len(rm_rows) == 10 and len(unfinished) == 2
     assert all(r["label"] == 0 and "}." not in r["completion"] for r in unfinished)
@@ -55,6 +66,9 @@ def test_experiment_runs_every_arm_resumes_and_reports(tmp_path):
         folder = seed / "arms" / arm
         done = json.loads((folder / "arm.json").read_text())
         assert done["train"]["steps"] == 2 and done["seed"] == 0
+        c = yaml.safe_load((folder / "config.yaml").read_text())
+        assert (c["data"]["dataset"], c["data"]["split"]) == ("arith_2x1", "train")
+        assert (c["validation"]["dataset"], c["validation"]["split"]) == ("arith_2x1", "validation")
         rows = records(folder / "metrics.jsonl")
         steps = [r for r in rows if "reward/rule_mean" in r]
         assert [r["step"] for r in steps] == [1, 2]
@@ -97,7 +111,7 @@ def test_experiment_runs_every_arm_resumes_and_reports(tmp_path):
     again = run_cli(*args, "--no-report")
     assert all(f"seed-0/{a}: complete, skipped" in again.stderr for a in ARMS)
     # other settings in the same folder are refused before any work
-    other = run_cli(*args[:-1], "train.validation.max_new_tokens=13", check=False)
+    other = run_cli(*args, "train.validation.max_new_tokens=13", check=False)  # TINY's is 12
     assert other.returncode == 2 and "other settings" in other.stderr
 
 
@@ -106,8 +120,7 @@ def test_seeds_in_parallel_jobs_give_the_records_of_one_job(tmp_path):
     both (--jobs 2 gives each process cores // 2, which is 1 on a 2-core machine; the environment
     sets it for --jobs 1), so the runs must match exactly, timings aside: a worker process is a
     `cooper train` run like any other."""
-    common = ["experiment", "hacking", "--preset", "hacking_cpu", *TINY,
-              "arms=rm,cooper_rollouts", "--seeds", "0,1"]
+    common = ["experiment", "hacking", *CPU, "arms=rm,cooper_rollouts", "--seeds", "0,1"]
     env = cli_env(OMP_NUM_THREADS="1")
     one, two = tmp_path / "one", tmp_path / "two"
     run_cli(*common, "--out", one, "--no-report", env=env)
@@ -142,8 +155,8 @@ def test_seeds_in_parallel_jobs_give_the_records_of_one_job(tmp_path):
 
 def test_interrupted_arm_continues_from_its_checkpoint(tmp_path):
     out = tmp_path / "exp"
-    args = ["experiment", "hacking", "--preset", "hacking_cpu", "--out", out, *TINY,
-            "arms=rm", "train.save_total_limit=2", "--no-report"]
+    args = ["experiment", "hacking", "--out", out, *CPU, "arms=rm", "train.save_total_limit=2",
+            "--no-report"]
     run_cli(*args)
     folder = out / "seed-0" / "arms" / "rm"
     # as if stopped after step 1: the last checkpoint and the markers are gone
@@ -198,27 +211,3 @@ def test_presets_resolve_and_validate():
     assert gpu.arm_list == ["rule", "rm", "cooper"]  # the string form of the first round
     with pytest.raises(Exception, match="setup.reward_model"):
         load_experiment("hacking_qwen2.5-1.5b_gsm8k").validate()
-
-
-def test_second_round_preset_runs_on_disjoint_splits(tmp_path):
-    """hacking_cpu_v2's pipeline in a minute (tiny random models, not its trunk or policy):
-    training on arith_2x1's train split, validation on its validation split, the final
-    evaluation and the probe on unseen problems, and the report."""
-    out = tmp_path / "v2"
-    run_cli("experiment", "hacking", "--preset", "hacking_cpu_v2", "--out", out, *TINY,
-            "rm_init.train_layers=1", "train.rm_update.train_layers=1",
-            "arms=rm,cooper_rollouts")
-    seed = out / "seed-0"
-    setup = json.loads((seed / "setup" / "setup.json").read_text())
-    assert set(setup["initial_eval"]["benchmarks"]) == {"arith_2x1:test"}
-    train_questions = {p.question for p in load_problems("arith_2x1", "train")}
-    probe = records(seed / "setup" / "probe.jsonl")
-    assert probe and not {r["question"] for r in probe} & train_questions
-    rm_rows = records(seed / "setup" / "rm_train.jsonl")
-    assert {r["question"] for r in rm_rows} <= train_questions
-    for arm in ("rm", "cooper_rollouts"):
-        c = yaml.safe_load((seed / "arms" / arm / "config.yaml").read_text())
-        assert (c["data"]["dataset"], c["data"]["split"]) == ("arith_2x1", "train")
-        assert (c["validation"]["dataset"], c["validation"]["split"]) == ("arith_2x1", "validation")
-        assert json.loads((seed / "arms" / arm / "arm.json").read_text())["train"]["steps"] == 2
-    assert (out / "report" / "report.md").read_text().startswith("# Reward hacking")

@@ -13,6 +13,8 @@ from cooper.config import load_config
 from cooper.config.engine import ConfigError, deep_merge, get_key, nest_settings
 from cooper.config.experiment import load_experiment
 
+DATA = Path(__file__).resolve().parent / "data"
+
 
 def write(path: Path, text: str) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -131,6 +133,28 @@ def test_a_train_preset_with_a_base(tmp_path):
                                      "rollout.samples_per_prompt=4", "seed=5"])
     assert cfg.to_dict() == want.to_dict()
     assert cfg.rollout.micro_batch_size == 2 and cfg.rm_update.train_layers == 4  # demo_cpu's
+
+
+def leaves(tree: dict, path: tuple = ()) -> dict[tuple, object]:
+    """Every value of a nested mapping by its path of keys (arm names and dotted arm keys kept
+    whole)."""
+    out: dict[tuple, object] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            out.update(leaves(value, (*path, key)))
+        else:
+            out[(*path, key)] = value
+    return out
+
+
+def test_hacking_cpu_is_the_fifth_round_with_validation_every_25_steps():
+    """hacking_cpu took over the fifth round's preset (hacking_cpu_v5, whose resolved settings
+    the fixture kept when it was removed) with one change: the held-out curves' cadence."""
+    v5 = leaves(yaml.safe_load((DATA / "hacking_cpu_v5_resolved.yaml").read_text()))
+    now = leaves(load_experiment("hacking_cpu").validate().to_dict())
+    assert set(now) == set(v5)
+    assert {k: (v5[k], now[k]) for k in v5 if now[k] != v5[k]} == {
+        ("train", "validation", "every_steps"): (10, 25)}
 
 
 def test_print_config_prints_the_resolved_settings(tmp_path):
