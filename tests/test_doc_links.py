@@ -44,7 +44,7 @@ def links(page: Path) -> list[str]:
 
 
 def test_the_anchor_rule():
-    assert anchor(" The fifth round (`hacking_cpu_v5`)") == "the-fifth-round-hacking_cpu_v5"
+    assert anchor(" The fifth round (`hacking_cpu`)") == "the-fifth-round-hacking_cpu"
     assert anchor(" The paper's numbers") == "the-papers-numbers"
 
 

@@ -113,7 +113,7 @@ def test_perturbed_triples_are_balanced_and_verified(verifier):
 
 
 def test_min_change_leaves_out_near_misses(verifier):
-    """hacking_cpu_v3's initial data: every wrong answer more than 10 from the reference, where
+    """The third round's initial data: every wrong answer more than 10 from the reference, where
     the plain draw has many within 10 (one off, a units digit); the set is as large and right."""
     problems = load_problems("arith_2x1", "train")
     plain, _ = perturbed_triples(problems, 200, random.Random(0), verifier=verifier)

@@ -15,13 +15,13 @@ import pytest
 from conftest import run_cli
 from test_experiment import TINY
 
-V5 = "hacking_cpu_v5"
+PRESET = "hacking_cpu"
 
 
 def exp_config(*overrides: str):
     from cooper.config.experiment import load_experiment
 
-    return load_experiment(V5, [*TINY, "rm_init.train_layers=1", "train.rm_update.train_layers=1",
+    return load_experiment(PRESET, [*TINY, "rm_init.train_layers=1", "train.rm_update.train_layers=1",
                                  *overrides]).validate()
 
 
@@ -32,7 +32,7 @@ def test_the_shipped_policy_is_in_the_testbeds_band():
     from cooper.experiment.setup import policy_check
     from cooper.experiment.testbed import shipped_policy
 
-    exp = load_experiment(V5).validate()
+    exp = load_experiment(PRESET).validate()
     check = policy_check(exp, str(shipped_policy()))
     assert check["problems"] == 100 and check["samples"] == 2
     assert check["band"] == [0.30, 0.70]
@@ -43,7 +43,7 @@ def test_a_policy_out_of_band_stops_the_setup_before_any_arm(tmp_path):
     out = tmp_path / "x"
     t0 = time.perf_counter()
     # a random policy answers nothing: 0% is under the band's 30%
-    proc = run_cli("experiment", "hacking", "--preset", V5, "--out", out, *TINY, check=False)
+    proc = run_cli("experiment", "hacking", "--preset", PRESET, "--out", out, *TINY, check=False)
     assert time.perf_counter() - t0 < 300
     assert proc.returncode != 0
     err = " ".join(proc.stderr.split())
@@ -57,7 +57,7 @@ def test_a_policy_out_of_band_stops_the_setup_before_any_arm(tmp_path):
 def test_an_untrained_reward_model_stops_the_setup_before_any_arm(tmp_path):
     out = tmp_path / "x"
     t0 = time.perf_counter()
-    proc = run_cli("experiment", "hacking", "--preset", V5, "--out", out, *TINY,
+    proc = run_cli("experiment", "hacking", "--preset", PRESET, "--out", out, *TINY,
                    "setup.policy_accuracy_min=null", "setup.policy_accuracy_max=null",
                    "rm_init.triples=0", "rm_init.unfinished=0", "probe.triples=40", check=False)
     assert time.perf_counter() - t0 < 300
@@ -111,7 +111,7 @@ def test_disturbing_the_reward_model_moves_every_weight_a_little(tmp_path):
 
 
 def test_a_passing_setup_records_both_figures_and_setup_only_stops_there(tmp_path):
-    proc = run_cli("experiment", "hacking", "--preset", V5, "--out", tmp_path, *TINY,
+    proc = run_cli("experiment", "hacking", "--preset", PRESET, "--out", tmp_path, *TINY,
                    "rm_init.train_layers=1", "train.rm_update.train_layers=1",
                    "setup.policy_accuracy_min=0.0", "setup.policy_accuracy_max=1.0",
                    "probe.min_accuracy=0.0", "--setup-only")

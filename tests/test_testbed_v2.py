@@ -1,5 +1,5 @@
-"""The second- and third-round testbeds' parts: the arith_2x1 task, a reward model cut from a
-trunk, and v3's initial data without near misses."""
+"""The CPU testbed's parts since its second round: the arith_2x1 task, a reward model cut from
+a trunk, and the third round's initial data without near misses (rm_init.min_change)."""
 
 from __future__ import annotations
 
@@ -44,18 +44,18 @@ def test_trunk_names():
             trunk_layers(bad)
         # refused when the settings are checked, before any stage runs
         with pytest.raises(UserError, match="setup.reward_model='embedded-trunk-"):
-            load_experiment("hacking_cpu_v2", [f"setup.reward_model={bad}"]).validate()
+            load_experiment("hacking_cpu", [f"setup.reward_model={bad}"]).validate()
 
 
-def test_third_round_preset_changes_only_the_initial_data(tmp_path):
+def test_initial_data_without_near_misses(tmp_path):
+    """rm_init.min_change (the third round's setting, 10): every wrong answer of the reward
+    model's initial data is further than that from the reference."""
     from cooper.data.perturb import answer_change
     from cooper.data.triples import load_triples
-    from cooper.experiment.hacking import _differences
     from cooper.experiment.setup import _triples_file
 
-    v2, v3 = (load_experiment(p).validate() for p in ("hacking_cpu_v2", "hacking_cpu_v3"))
-    assert _differences(v2.to_dict(), v3.to_dict()) == ["rm_init.min_change: 0.0 -> 10.0"]
-    r = v3.rm_init
+    r = load_experiment("hacking_cpu", ["rm_init.min_change=10"]).validate().rm_init
+    assert r.min_change == 10.0
     rows = load_triples(_triples_file(tmp_path / "t.jsonl", r.dataset, r.split, 200, 0, r.unfinished,
                                       r.min_change)).rows
     assert len(rows) == 200 and sum(t.label for t in rows) == 100
@@ -63,24 +63,7 @@ def test_third_round_preset_changes_only_the_initial_data(tmp_path):
                for t in rows if not t.label)
     for bad in ("-1", "nan", "inf"):
         with pytest.raises(UserError, match="rm_init.min_change must be a finite number >= 0"):
-            load_experiment("hacking_cpu_v3", [f"rm_init.min_change={bad}"]).validate()
-
-
-def test_fourth_round_preset_only_runs_longer():
-    from cooper.experiment.hacking import _differences
-
-    v2, v4 = (load_experiment(p).validate() for p in ("hacking_cpu_v2", "hacking_cpu_v4"))
-    assert _differences(v2.to_dict(), v4.to_dict()) == ["train.max_steps: 200 -> 400"]
-
-
-def test_fifth_round_preset_only_runs_longer_than_the_fourth_and_checks_its_setup():
-    from cooper.experiment.hacking import _differences
-
-    v4, v5 = (load_experiment(p).validate() for p in ("hacking_cpu_v4", "hacking_cpu_v5"))
-    assert _differences(v4.to_dict(), v5.to_dict()) == [
-        "probe.min_accuracy: None -> 0.9", "rm_init.max_rounds: 1 -> 3",
-        "setup.policy_accuracy_max: None -> 0.7", "setup.policy_accuracy_min: None -> 0.3",
-        "train.max_steps: 400 -> 500"]
+            load_experiment("hacking_cpu", [f"rm_init.min_change={bad}"]).validate()
 
 
 def test_trunk_keeps_the_first_layers_exactly(tiny_models, tmp_path):
@@ -110,9 +93,11 @@ def test_experiment_setup_trains_a_reward_model_on_the_embedded_trunk(tmp_path):
     from test_experiment import TINY
 
     out = tmp_path / "trunk"
-    run_cli("experiment", "hacking", "--preset", "hacking_cpu_v2", "--out", out, *TINY,
+    run_cli("experiment", "hacking", "--preset", "hacking_cpu", "--out", out, *TINY,
             "setup.reward_model=embedded-trunk-1", "rm_init.train_layers=1",
-            "train.rm_update.train_layers=1", "arms=cooper_rollouts", "--no-report")
+            "train.rm_update.train_layers=1", "arms=cooper_rollouts",
+            "setup.policy_accuracy_min=null", "setup.policy_accuracy_max=null",
+            "probe.min_accuracy=null", "--no-report")  # a random policy: the setup's checks off
     setup = json.loads((out / "seed-0" / "setup" / "setup.json").read_text())
     trained = out / "seed-0" / "setup" / "reward_model"
     assert setup["setup"]["reward_model"] == "reward_model"  # relative: the folder may move

@@ -169,8 +169,9 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
 
 
 HACKING_HOOK = ("The demo does not run the reward-hacking experiment: it takes about an hour "
-                "and a half on a laptop (`cooper experiment hacking --preset hacking_cpu_v5 "
-                "--seeds 0,1,2 --jobs 2`). Its committed result (docs/experiment.md): the fixed "
+                "and a half on a laptop (`cooper experiment hacking --preset hacking_cpu --out "
+                "runs/hacking --seeds 0,1,2 --jobs 2`). Its committed result (docs/experiment.md, "
+                "the fifth round): the fixed "
                 "reward model's policy collapsed in 2 of 3 seeds (to 0-2% test accuracy; the "
                 "third stalled at 46.5%); Cooper with rollout negatives was not hacked in 3 of 3 "
                 "seeds and ended level with the verifier-paid policy (69.8% vs 69.7%); the "

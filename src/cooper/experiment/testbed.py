@@ -177,7 +177,7 @@ earlier rounds was right on 48% (arith_2x1's validation split), which leaves RL 
 and a reward model a policy worth exploiting"""
 TESTBED_CHECK = {"dataset": "arith_2x1", "split": "validation", "limit": 100, "samples": 2,
                  "max_new_tokens": 48, "seed": 0}
-"""how the warm start's accuracy is measured: as ``hacking_cpu_v5``'s setup measures it"""
+"""how the warm start's accuracy is measured: as ``hacking_cpu``'s setup measures it"""
 
 
 def heldout_accuracy(generator, dataset: str, split: str, *, limit: int | None, samples: int,
