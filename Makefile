@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 TORCH  ?= torch==2.13.0
 STAMP  := $(VENV)/.cooper-setup
 
-.PHONY: setup test test-fast demo lint clean
+.PHONY: setup test test-fast demo experiment lint clean
 
 setup: $(STAMP)
 
@@ -34,6 +34,14 @@ test-fast: setup
 # RL, the run's report and verdicts, in minutes on a 2-core CPU (`cooper demo --help`).
 demo: setup
 	$(BIN)/cooper demo
+
+# One seed of the reward-hacking testbed (the verifier, a frozen reward model and two Cooper
+# variants, each paying the same starting policy): setup, four arms, report; see
+# docs/experiment.md. More seeds: make experiment SEEDS=0,1,2,3,4 (a rerun continues the folder).
+SEEDS   ?= 0
+EXP_OUT ?= runs/hacking
+experiment: setup
+	$(BIN)/cooper experiment hacking --preset hacking_cpu --out $(EXP_OUT) --seeds $(SEEDS) --jobs 2
 
 lint: setup
 	$(BIN)/ruff check src tests

@@ -1,0 +1,36 @@
+"""The Makefile's user commands run what the README says they run."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from conftest import ROOT, run_cli
+
+
+def make_dry_run(target: str, *variables: str) -> list[list[str]]:
+    """The commands ``make TARGET`` would run, without running them (``setup`` assumed done)."""
+    out = subprocess.run(["make", "-n", "-o", "setup", "-o", ".venv/.cooper-setup", target,
+                          *variables], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return [shlex.split(line) for line in out.splitlines() if line.strip()]
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_experiment_runs_one_seed_of_the_testbed_with_its_report(tmp_path):
+    [cmd] = make_dry_run("experiment", f"EXP_OUT={tmp_path / 'exp'}")
+    assert cmd[0].endswith("bin/cooper") and cmd[1:3] == ["experiment", "hacking"]
+    args = cmd[1:]
+    assert args[args.index("--preset") + 1] == "hacking_cpu"
+    assert args[args.index("--seeds") + 1] == "0"
+    assert "--no-report" not in args  # the run ends with its report
+    # the same arguments resolve to the testbed's settings
+    printed = yaml.safe_load(run_cli(*args, "--print-config").stdout)
+    assert printed["setup"]["policy"] == "tiny-arith-2x1"
+    assert list(printed["arms"]) == ["rule", "rm", "cooper", "cooper_rollouts"]
+    assert not (tmp_path / "exp").exists()  # printing the settings starts nothing
+    [more] = make_dry_run("experiment", "SEEDS=0,1,2,3,4")
+    assert more[more.index("--seeds") + 1] == "0,1,2,3,4"
