@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 TORCH  ?= torch==2.13.0
 STAMP  := $(VENV)/.cooper-setup
 
-.PHONY: setup test test-fast demo experiment lint clean
+.PHONY: setup test test-fast test-unit demo experiment lint clean
 
 setup: $(STAMP)
 
@@ -26,9 +26,13 @@ $(STAMP): pyproject.toml constraints.txt
 test: setup
 	$(BIN)/python -m pytest -m "not gpu" -q
 
-# Unit and smoke tiers only: the quick loop while developing.
+# Unit and smoke tiers only (no slow test, no embedded model): the quick loop while developing.
 test-fast: setup
 	$(BIN)/python -m pytest -q
+
+# Unit tests alone: functions and classes, no whole command or training run (marker smoke).
+test-unit: setup
+	$(BIN)/python -m pytest -q -m "not slow and not gpu and not smoke"
 
 # The main job on the embedded default model: data, reward model, its robustness check, Cooper
 # RL, the run's report and verdicts, in minutes on a 2-core CPU (`cooper demo --help`).

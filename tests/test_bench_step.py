@@ -10,6 +10,8 @@ import pytest
 from conftest import run_cli
 from test_train_smoke import tiny_args
 
+pytestmark = pytest.mark.smoke  # a whole command or training run on tiny models
+
 
 @pytest.fixture(scope="module")
 def arith():

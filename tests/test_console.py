@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from conftest import run_cli
+
+pytestmark = pytest.mark.smoke  # a whole command or training run on tiny models
 
 
 def train(tiny_models, tmp_path, *flags: str) -> str:

@@ -23,6 +23,8 @@ import torch
 from conftest import cli_env, run_cli
 from test_train_smoke import metrics, tiny_args, weights
 
+pytestmark = pytest.mark.smoke  # a whole command or training run on tiny models
+
 STEPS = 4
 MID_STEP_S = 0.05  # how far into a step to kill it (a tiny-model step takes 0.15 s or more)
 

@@ -18,6 +18,8 @@ from cooper.data.problems import load_problems
 from cooper.eval.sampling import evaluate_problems
 from cooper.infra.generation import HFGenerator, SamplingConfig
 
+pytestmark = pytest.mark.smoke  # a whole command or training run on tiny models
+
 FAST = ["--n", "2", "--max-new-tokens", "12", "--no-progress"]
 # One intra-op thread per subprocess: a tiny model gains nothing from more, and on a shared
 # machine spinning thread pools slow everything down.

@@ -16,6 +16,8 @@ import yaml
 from conftest import cli_env, run_cli
 from cooper.data.problems import load_problems
 
+pytestmark = pytest.mark.smoke  # a whole command or training run on tiny models
+
 ARMS = ("rule", "rm", "cooper", "cooper_rollouts")  # the preset's arms
 TINY = ["setup.policy=tiny-random", "setup.reward_model=tiny-random", "rm_init.triples=8",
         "rm_init.unfinished=2",

@@ -11,6 +11,8 @@ import yaml
 
 from conftest import ROOT, run_cli
 
+pytestmark = pytest.mark.smoke  # a whole command or training run on tiny models
+
 
 def make_dry_run(target: str, *variables: str) -> list[list[str]]:
     """The commands ``make TARGET`` would run, without running them (``setup`` assumed done)."""

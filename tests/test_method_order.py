@@ -20,6 +20,8 @@ from transformers import TrainerCallback
 
 from cooper.rm.update import PairwiseStats
 
+pytestmark = pytest.mark.smoke  # a whole command or training run on tiny models
+
 
 class CountingRM:
     """Scores every triple with ``version / 100``; ``model`` and ``save`` as the runner needs."""

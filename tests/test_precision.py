@@ -11,12 +11,15 @@ from __future__ import annotations
 import json
 import math
 
+import pytest
 import torch
 
 from conftest import run_cli
 from cooper.rm.model import RewardModel
 from cooper.rm.update import PairwiseUpdater
 from cooper.types import Triple
+
+pytestmark = pytest.mark.smoke  # a whole command or training run on tiny models
 
 POS = [Triple("What is 2+3?", "5", f"2+3=5. The answer is \\boxed{{5}}.{' ' * i}") for i in range(4)]
 NEG = [Triple("What is 2+3?", "5", f"2+3=6. The answer is \\boxed{{6}}.{' ' * i}") for i in range(4)]

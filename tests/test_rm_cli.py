@@ -16,6 +16,8 @@ import pytest
 from conftest import run_cli
 from cooper.cli import main
 
+pytestmark = pytest.mark.smoke  # a whole command or training run on tiny models
+
 
 def _in_process(capsys, *args) -> tuple[int, str, str]:
     code = main([str(a) for a in args])

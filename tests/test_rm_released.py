@@ -22,6 +22,8 @@ from cooper.rm.template import SPEC_FILE, TEMPLATE_VERSION, InputSpec
 from cooper.rm.update import PairwiseUpdater
 from cooper.types import Triple
 
+pytestmark = pytest.mark.smoke  # a whole command or training run on tiny models
+
 TRIPLES = [
     Triple("What is 6*7?", "42", "6*7 = 42. The answer is 42."),
     Triple("What is 2+2?", "4", "It is 5."),

@@ -16,6 +16,8 @@ from cooper.errors import UserError
 from cooper.experiment.run_report import build_run_report, report_folder
 from cooper.experiment.run_totals import headline, read_metrics, run_totals, summary_sentences
 
+pytestmark = pytest.mark.smoke  # a whole command or training run on tiny models
+
 RUN_PLOTS = {"training_reward.png", "hacking.png", "rm_update.png", "step_time.png",
              "validation.png"}
 

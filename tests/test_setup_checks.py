@@ -15,6 +15,8 @@ import pytest
 from conftest import run_cli
 from test_experiment import TINY
 
+pytestmark = pytest.mark.smoke  # a whole command or training run on tiny models
+
 PRESET = "hacking_cpu"
 
 

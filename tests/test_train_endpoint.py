@@ -11,6 +11,8 @@ from conftest import cli_env, run_cli
 from openai_server import OpenAIServer, unused_port_url
 from test_train_smoke import metrics, tiny_args
 
+pytestmark = pytest.mark.smoke  # a whole command or training run on tiny models
+
 
 @pytest.fixture(scope="module")
 def arith():

@@ -19,6 +19,8 @@ from safetensors.torch import load_file, save_file
 from conftest import run_cli
 from test_train_smoke import metrics, tiny_args, weights
 
+pytestmark = pytest.mark.smoke  # a whole command or training run on tiny models
+
 
 @pytest.fixture(scope="module")
 def arith():

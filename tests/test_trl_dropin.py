@@ -20,6 +20,8 @@ import torch
 from conftest import cli_env, run_cli
 from test_train_smoke import metrics, tiny_args, weights
 
+pytestmark = pytest.mark.smoke  # a whole command or training run on tiny models
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "cooper_grpo.py"
 METRICS = ["hacking/gap", "hacking/top_wrong", "rm/group_auroc", "rm/pairs", "rm/agreement",
            "reward/rule_mean", "reward/rm_mean"]

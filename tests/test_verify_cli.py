@@ -8,6 +8,8 @@ import pytest
 
 from conftest import run_cli
 
+pytestmark = pytest.mark.smoke  # a whole command or training run on tiny models
+
 
 def test_verify_one_pair():
     proc = run_cli("verify", "--completion", "so I think it is 72 in the end", "--reference",
