@@ -1,10 +1,10 @@
 """Settings of ``cooper rm train``: offline BCE training of the reward model.
 
-Defaults are the released VerifyRM settings (``method.md``, Part 1) where the paper gives them
-and ours otherwise (marked). Values are checked when the dataclass is built; a bad one stops
-with a message. The same defaults are the command line's (:mod:`cooper.cli.rm_cmd` reads them
-from here), and :func:`cooper.rm.training.train_bce` takes an instance. Cooper's online update
-has its own settings, ``rm_update`` in :mod:`cooper.config.train`.
+Defaults are the released VerifyRM settings (``docs/method.md`` "VerifyRM: the reward model") where
+the paper gives them and ours otherwise (marked). Values are checked when the dataclass is built; a
+bad one stops with a message. The same defaults are the command line's (:mod:`cooper.cli.rm_cmd`
+reads them from here), and :func:`cooper.rm.training.train_bce` takes an instance. Cooper's online
+update has its own settings, ``rm_update`` in :mod:`cooper.config.train`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Settings of ``cooper train``: one dataclass per section, a docstring per field.
 
-A run is configured by a preset (a YAML file that lists only what differs from the defaults
-below) plus ``section.key=value`` overrides on the command line, applied in that order. Defaults
-follow the Cooper paper (``method.md``, Part 2). Every key is checked: an unknown key, a value of
-the wrong type or an inconsistent combination stops with a message that names the fix. Nothing is
+A run is configured by a preset (a YAML file that lists only what differs from the defaults below)
+plus ``section.key=value`` overrides on the command line, applied in that order. Defaults follow the
+Cooper paper (``docs/method.md`` "One Cooper step"). Every key is checked: an unknown key, a value
+of the wrong type or an inconsistent combination stops with a message that names the fix. Nothing is
 silently rewritten; values derived from others are computed in :meth:`TrainConfig.derived`.
 """
 

@@ -1,11 +1,11 @@
 """The prompt: how a problem is put to a model, defined once for training, evaluation and data.
 
-A problem becomes one user message, the question followed by the instruction to reason and box
-the final answer (``method.md``; a template with a ``{question}`` placeholder may replace it in
-evaluation). The message becomes prompt text through the model's chat template, or, for a
-tokenizer without one, the plain-text fallback of :func:`cooper.infra.generation.render_messages`:
-the same function every generator uses, so what ``cooper data show --prompt`` prints is what
-the model is fed.
+A problem becomes one user message, the question followed by the instruction to reason and box the
+final answer (``docs/evaluation.md`` "Protocol"; a template with a ``{question}`` placeholder may
+replace it in evaluation). The message becomes prompt text through the model's chat template, or,
+for a tokenizer without one, the plain-text fallback of
+:func:`cooper.infra.generation.render_messages`: the same function every generator uses, so what
+``cooper data show --prompt`` prints is what the model is fed.
 """
 
 from __future__ import annotations

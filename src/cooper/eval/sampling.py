@@ -1,6 +1,6 @@
 """Benchmark evaluation: sample n completions per problem, verify each one, and score.
 
-The paper's protocol (``method.md``, "Evaluation protocol"): temperature 0.7, top-p 0.95,
+The paper's protocol (``docs/method.md``, "The paper's numbers"): temperature 0.7, top-p 0.95,
 8 samples per problem, mean accuracy. Per benchmark we report (definitions in
 ``docs/evaluation.md``):
 

@@ -1,15 +1,15 @@
 """The reward-hacking experiment: rule vs. fixed reward model vs. Cooper, side by side.
 
-One experiment trains the same initial policy once per *arm*, changing only what the arm's
-settings change (:mod:`cooper.config.arms`; ``method.md``): typically ``rule`` (the verifier
-pays), ``rm`` (a frozen reward model pays) and ``cooper`` (the same reward model, updated every
-step), and variants of Cooper's update. Everything else is shared: the seed, the training and
-held-out data, the initial policy, the initial reward model and the step budget. Each arm is an
-ordinary ``cooper train`` run (:func:`cooper.rl.runner.run`), so the per-step records are the
-trainer's own metrics (``docs/metrics.md``): the training reward, ``reward/rule_mean`` (verified
+One experiment trains the same initial policy once per *arm*, changing only what the arm's settings
+change (:mod:`cooper.config.arms`; ``docs/method.md`` "The paper's numbers"): typically ``rule``
+(the verifier pays), ``rm`` (a frozen reward model pays) and ``cooper`` (the same reward model,
+updated every step), and variants of Cooper's update. Everything else is shared: the seed, the
+training and held-out data, the initial policy, the initial reward model and the step budget. Each
+arm is an ordinary ``cooper train`` run (:func:`cooper.rl.runner.run`), so the per-step records are
+the trainer's own metrics (``docs/metrics.md``): the training reward, ``reward/rule_mean`` (verified
 accuracy of the rollouts), ``hacking/gap``, ``hacking/top_wrong``, ``rm/agreement`` and, every
-``validation.every_steps`` steps, held-out accuracy and the reward model on a fixed labelled
-probe set (``val/rm_probe_accuracy``, ``val/rm_probe_auroc``: the paper's Figure 4).
+``validation.every_steps`` steps, held-out accuracy and the reward model on a fixed labelled probe
+set (``val/rm_probe_accuracy``, ``val/rm_probe_auroc``: the paper's Figure 4).
 
 The whole experiment is repeated once per seed (``seeds``), each seed in its own folder
 (:mod:`cooper.experiment.layout`) with its own setup. Stages, each written into that folder and

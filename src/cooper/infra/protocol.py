@@ -1,11 +1,11 @@
 """The paper's evaluation protocol, declared once.
 
-Cooper (Hong et al., arXiv 2508.05613; ``method.md``, "Evaluation protocol") scores a policy by
+Cooper (Hong et al., arXiv 2508.05613; ``docs/method.md``, "The paper's numbers") scores a policy by
 sampling each problem at temperature 0.7 with nucleus top-p 0.95, 8 samples per problem, and
-checking every sample with the verifier. Every place that evaluates a policy takes its defaults
-from here: :class:`~cooper.infra.generation.SamplingConfig`, ``cooper eval``, validation during
-training, the experiment's final evaluation, the demo and ``cooper bench eval``. It lives in
-infra and imports nothing, so every layer may use it.
+checking every sample with the verifier. Every place that evaluates a policy takes its defaults from
+here: :class:`~cooper.infra.generation.SamplingConfig`, ``cooper eval``, validation during training,
+the experiment's final evaluation, the demo and ``cooper bench eval``. It lives in infra and imports
+nothing, so every layer may use it.
 """
 
 PAPER_TEMPERATURE = 0.7

@@ -1,7 +1,8 @@
 """A reference-based LLM judge: is this solution's final answer equivalent to the reference?
 
 The paper labelled its reward-model data with a rule-based verifier *and* an LLM judge
-(Qwen3-4B), because a judge reads answers in formats a rule misses (method.md, Part 1).
+(Qwen3-4B), because a judge reads answers in formats a rule misses (``docs/method.md``
+"VerifyRM: the reward model").
 
 **Prompt.** The problem, the reference answer and the solution are each wrapped in their own
 tag (``<problem>``, ``<reference_answer>``, ``<solution>``). The solution is untrusted text

@@ -3,9 +3,9 @@
 In your own TRL script: :class:`CooperRewardFunction` (a TRL reward function) and
 :class:`CooperCallback` (:mod:`.trl_reward`). ``cooper train`` takes a
 :class:`~cooper.config.train.TrainConfig`, a policy, problems and (in rm and cooper modes) a
-reward model, and runs GRPO through TRL's ``GRPOTrainer`` with that reward function. Every
-step, :mod:`.step` (the Cooper step, numbered as docs/method.md) verifies and scores the
-rollouts (Stage 1: the reward), picks verified-correct positives (:mod:`.pairs`), gets negatives
+reward model, and runs GRPO through TRL's ``GRPOTrainer`` with that reward function. Every step,
+:mod:`.step` (the Cooper step, numbered as ``docs/method.md`` "One Cooper step") verifies and scores
+the rollouts (Stage 1: the reward), picks verified-correct positives (:mod:`.pairs`), gets negatives
 (:mod:`.negatives`) and takes the reward model's pairwise update (Stage 2), the rewards
 already fixed. :mod:`.trainer` is the only module that knows TRL's internals; :mod:`.checkpoints` makes checkpoints atomic and
 resumable; :mod:`.validation` scores held-out accuracy with the verifier; :mod:`.runner` builds

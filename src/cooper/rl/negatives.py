@@ -1,11 +1,11 @@
 """Negatives for the reward-model update: an assistant rewrites a correct solution into a wrong one.
 
-Cooper (``method.md``, Part 2, step 4) asks an assistant LLM to turn each positive into a
-plausible but wrong solution of similar length. A proposal is accepted only when the verifier
+Cooper (``docs/method.md`` "One Cooper step", step 3) asks an assistant LLM to turn each positive
+into a plausible but wrong solution of similar length. A proposal is accepted only when the verifier
 extracts a final answer from it and finds that answer *not* equivalent to the reference; up to
-``max_attempts`` proposals are tried, then (if enabled) a rule-based rewrite of the final answer
-is the fallback, and otherwise the pair is dropped. Every outcome is recorded with its reason,
-so the metrics count valid, fallback and dropped negatives instead of hiding them.
+``max_attempts`` proposals are tried, then (if enabled) a rule-based rewrite of the final answer is
+the fallback, and otherwise the pair is dropped. Every outcome is recorded with its reason, so the
+metrics count valid, fallback and dropped negatives instead of hiding them.
 
 Sources, all implementing :class:`NegativeSource`:
 
@@ -55,8 +55,8 @@ in \\boxed{{}}. Reply with the rewritten solution only."""
 
 
 def assistant_messages(positive: Rollout) -> Messages:
-    """The assistant's instructions for one positive (``method.md``: wrong reasoning, wrong
-    final result, looks like a real solution)."""
+    """The assistant's instructions for one positive (``docs/method.md`` "One Cooper step",
+    step 3: wrong reasoning, wrong final result, looks like a real solution)."""
     return [{"role": "system", "content": ASSISTANT_SYSTEM},
             {"role": "user", "content": ASSISTANT_TEMPLATE.format(
                 question=positive.question, solution=positive.completion,

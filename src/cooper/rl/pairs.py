@@ -1,12 +1,12 @@
 """Stage 2 data: the step's rollouts, positive selection and preference pairs (pure functions).
 
-Cooper (``method.md``, Part 2, step 4) turns one RL step's rollouts into reward-model training
-pairs. Positives are completions the rule-based verifier confirms correct, because the verifier
-is *precise*: when it says "correct" it is almost always right. The released code takes the first
-correct completion of each prompt, at most one pair per prompt per step; prompts with no
+Cooper (``docs/method.md`` "One Cooper step", step 3) turns one RL step's rollouts into reward-model
+training pairs. Positives are completions the rule-based verifier confirms correct, because the
+verifier is *precise*: when it says "correct" it is almost always right. The released code takes the
+first correct completion of each prompt, at most one pair per prompt per step; prompts with no
 verified-correct completion contribute no pair. Negatives are written from a positive by an
-assistant (:mod:`cooper.rl.negatives`; accepted only when the verifier finds a final answer that
-is *not* equivalent to the reference), or taken from the same prompt's wrong rollouts
+assistant (:mod:`cooper.rl.negatives`; accepted only when the verifier finds a final answer that is
+*not* equivalent to the reference), or taken from the same prompt's wrong rollouts
 (:func:`rollout_negatives`, the method summary's variant). The step's statistics include the
 calibration-free hacking metrics (:func:`top_wrong`, :func:`group_auroc`).
 """

@@ -1,7 +1,7 @@
 """The online reward of Cooper: Stage 1 scores the rollouts, Stage 2 updates the reward model.
 
 This module knows nothing about the RL framework; :mod:`cooper.rl.trl_reward` makes it a TRL
-reward function. One RL step (docs/method.md) as it happens here:
+reward function. One RL step (``docs/method.md`` "One Cooper step") as it happens here:
 
 Stage 1, :meth:`CooperReward.score` (when TRL asks for the policy's rewards):
   1. verify every completion against the reference (rule-based, precise);

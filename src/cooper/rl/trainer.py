@@ -1,6 +1,6 @@
 """``cooper train``: TRL's GRPOTrainer with Cooper's reward function, timing and atomic checkpoints.
 
-One Cooper step, top to bottom (docs/method.md), as this trainer runs it:
+One Cooper step, top to bottom (``docs/method.md`` "One Cooper step"), as this trainer runs it:
 
 1. TRL generates the rollouts (:meth:`CooperTrainer._generate`, timed);
 2. TRL asks for their rewards: the :class:`~cooper.rl.trl_reward.CooperRewardFunction` built

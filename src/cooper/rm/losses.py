@@ -1,11 +1,12 @@
 """The reward model's objectives, as pure functions of raw logits.
 
-* :func:`bce_loss` (``method.md``, Part 1): binary cross-entropy of a triple's logit against its
-  label "the completion is correct"; what ``cooper rm train`` minimises.
-* :func:`bradley_terry_loss` (``method.md``, Part 2, step 4): ``-log sigmoid(pos - neg)`` over
-  (positive, negative) pairs, the loss of the paper's released code.
-* :func:`margin_loss` (the method summary's variant, ``method.md``): the hinge
-  ``max(0, margin - (pos - neg))``.
+* :func:`bce_loss` (``docs/method.md`` "VerifyRM: the reward model"): binary cross-entropy of a
+  triple's logit against its label "the completion is correct"; what ``cooper rm train`` minimises.
+* :func:`bradley_terry_loss` (``docs/method.md`` "One Cooper step", step 4):
+  ``-log sigmoid(pos - neg)`` over (positive, negative) pairs, the loss of the paper's released
+  code.
+* :func:`margin_loss` (the method summary's variant, ``docs/method.md`` "The variant: pairs from the
+  policy's own rollouts"): the hinge ``max(0, margin - (pos - neg))``.
 * :func:`anchor_loss` (ours): binary cross-entropy on each pair's members (positive 1, negative
   0). Both pairwise losses see only the difference of two logits, so the absolute score is free
   to drift (probabilities all below 0.5, say) while the order stays right; a small anchor term

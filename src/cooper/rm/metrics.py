@@ -4,7 +4,7 @@ Pure Python on lists of scores (sigmoid probabilities) and labels; each metric i
 here and in ``docs/reward_model.md``:
 
 * **accuracy**: fraction of items whose verdict ``score >= threshold`` equals the label
-  (VerifyBench's accuracy, ``method.md`` Part 1; threshold 0.5).
+  (VerifyBench's accuracy, ``docs/method.md`` "VerifyRM: the reward model"; threshold 0.5).
 * **precision / recall / F1**: with "correct" as the positive class; 0 when undefined
   (no predicted positives, no actual positives).
 * **AUROC**: probability that a random correct item scores above a random wrong one, ties

@@ -1,8 +1,8 @@
 """VerifyRM: a one-logit sequence classifier that scores (question, reference, completion) triples.
 
 A triple is rendered by :mod:`cooper.rm.template` (escaped, truncated, fitted to the token
-budget) and the model returns one logit; the reward is ``sigmoid(logit)`` (``method.md``,
-Part 1).
+budget) and the model returns one logit; the reward is ``sigmoid(logit)``
+(``docs/method.md`` "VerifyRM: the reward model").
 
 The score is read at the last token of the text (the ``>`` of ``</completion>``): sequences are
 padded on the right, as TRL's reward trainer does, and the transformers classifier pools the

@@ -1,7 +1,7 @@
 """VerifyRM's input: the template a triple is rendered into, and the token budget.
 
 The reward model reads one text built from a (question, reference answer, completion) triple
-(``method.md``, Part 1)::
+(``docs/method.md`` "VerifyRM: the reward model")::
 
     <question>{question}</question>
     <reference_answer>{reference}</reference_answer>
@@ -9,11 +9,11 @@ The reward model reads one text built from a (question, reference answer, comple
 
 tokenized without a chat template. Three rules make the input safe and reproducible:
 
-* **Escaping** (``method.md``, "Known weaknesses"): a ``<`` that would start one of the template's
-  tags inside a field (any case, with or without ``/`` and spaces) is written ``&lt;``, and a
-  literal ``&lt;`` / ``&amp;`` in the text has its ``&`` written ``&amp;`` so the escaping can be
-  undone exactly. Nothing else changes (``x < 5`` stays as it is). A field therefore never
-  contains a tag, so a completion can neither close its field nor open a fake reference.
+* **Escaping** (``docs/method.md`` "VerifyRM: the reward model"): a ``<`` that would start one of
+  the template's tags inside a field (any case, with or without ``/`` and spaces) is written
+  ``&lt;``, and a literal ``&lt;`` / ``&amp;`` in the text has its ``&`` written ``&amp;`` so the
+  escaping can be undone exactly. Nothing else changes (``x < 5`` stays as it is). A field therefore
+  never contains a tag, so a completion can neither close its field nor open a fake reference.
   Special-token strings in a field (``<|im_end|>``) are tokenized as plain text, so a completion
   cannot end the sequence early or pose as padding either.
 * **Character truncation**: a field over 1500 characters keeps its first 500 and last 1000
@@ -108,7 +108,7 @@ def render_with_spans(triple: Triple, *, max_chars: int = FIELD_MAX_CHARS,
 
 
 def render(triple: Triple, **truncation: int) -> str:
-    """The text the reward model reads for a triple (``method.md`` template, escaped)."""
+    """The text the reward model reads for a triple (``docs/method.md``'s template, escaped)."""
     return render_with_spans(triple, **truncation).text
 
 

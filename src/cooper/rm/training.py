@@ -1,4 +1,6 @@
-"""Offline reward-model training: BCE on labelled triples (``method.md``, Part 1).
+"""Offline reward-model training: BCE on labelled triples.
+
+``docs/method.md`` "VerifyRM: the reward model" describes the model and its offline training.
 
 Binary cross-entropy on the logit (:func:`cooper.rm.losses.bce_loss`), AdamW, with the settings
 of :class:`cooper.config.rm.RMTrainConfig`. Defaults are the released settings (lr 2e-5, weight

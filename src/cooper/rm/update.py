@@ -1,4 +1,5 @@
-"""Cooper's online reward-model update: a pairwise step per RL step (``method.md``, Part 2, 4).
+"""Cooper's online reward-model update: a pairwise step per RL step
+(``docs/method.md`` "One Cooper step", step 4).
 
 :class:`PairwiseUpdater` minimises a pairwise objective (:func:`cooper.rm.losses.pair_objective`:
 Bradley-Terry by default, as the released code; the margin hinge and an anchor term are
@@ -60,7 +61,8 @@ class PairwiseStats:
 
 
 class PairwiseUpdater:
-    """Cooper's reward-model update: pairwise loss, AdamW, clipping (``method.md``, Part 2, 4).
+    """Cooper's reward-model update: pairwise loss, AdamW, clipping
+    (``docs/method.md`` "One Cooper step", step 4).
 
     Defaults are the released settings: Bradley-Terry, lr 1e-5, weight decay 0.01, clip 1.0,
     constant lr, one pass. Across processes, pass ``reduce_grads`` (sums a list of gradient
