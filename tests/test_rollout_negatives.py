@@ -84,6 +84,28 @@ def test_cooper_pairs_each_positive_with_its_hardest_trusted_wrong_rollouts(k):
     assert stats.top_wrong == 1.0 and 0 < stats.group_auroc < 1
 
 
+def test_a_rollout_whose_check_timed_out_is_never_a_negative():
+    from cooper.verify.verifier import Verdict
+
+    texts = {"so \\boxed{4}": 0.6, "so \\boxed{5}": 0.9, "so \\boxed{6}": 0.5}
+
+    def lenient(completions, references):  # the hardest wrong rollout's check times out
+        return [Verdict(False, None, "timeout") if c == "so \\boxed{5}" else v
+                for c, v in zip(completions, verify_batch(completions, references,
+                                                          mode="lenient"), strict=True)]
+
+    cfg = load_config(None, ["reward.mode=cooper", "reward.model=x", "rm_update.negatives=rollouts",
+                             "rm_update.negatives_per_positive=2"])
+    updater = RecordingUpdater()
+    cooper = CooperReward.from_config(cfg, rm=ScoresByText(texts), updater=updater,
+                                      verify=partial(verify_batch, mode="strict"),
+                                      verify_lenient=lenient)
+    cooper.score(["p"] * 3, ["What is 2 + 2?"] * 3, ["4"] * 3, list(texts), step=1)
+    st = cooper.update()
+    assert updater.calls == [(["so \\boxed{4}"], ["so \\boxed{6}"])]
+    assert st.negatives_ambiguous == 1
+
+
 def test_the_update_reuses_the_scoring_pass_of_training_steps_only(tiny_models):
     from cooper.rm.model import RewardModel
     from cooper.rm.update import PairwiseUpdater

@@ -252,14 +252,15 @@ class CooperReward:
         """Each positive with its prompt's wrong rollouts, hardest first. A rollout the strict
         verifier calls wrong but the lenient reading (its last number) calls correct is a
         correct answer written without a box, not a mistake: it is never a negative, and is
-        counted (the returned int)."""
+        counted (the returned int); so is one whose lenient check timed out or failed."""
         groups = group_by_problem(everyone)
         candidates = list({r.completion: r for p in positives for r in groups[p.problem_id]
                            if not r.correct}.values())
         verdicts = self.verify_lenient([r.completion for r in candidates],
                                        [r.reference for r in candidates])
+        # a check that timed out or failed decided nothing: such a rollout is not taught as wrong
         untrusted = {(r.problem_id, r.completion) for r, v in zip(candidates, verdicts, strict=True)
-                     if v.correct}
+                     if v.correct or v.reason in ("timeout", "error")}
         pairs = []
         for p in positives:
             excluded = {c for pid, c in untrusted if pid == p.problem_id}
