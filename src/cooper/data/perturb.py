@@ -238,7 +238,7 @@ def perturbed_triples(problems: Iterable[Problem], n: int, rng: random.Random, *
     ``min_change`` > 0 keeps only wrong answers further than that from a numeric reference
     (redrawn up to 20 times): a set without near misses, whose reward model has never been
     shown that an answer one off is wrong (the blind spot of the third round's testbed,
-    ``rm_init.min_change: 10``; docs/experiment.md)."""
+    ``rm_init.min_change: 10``; docs/experiment_history.md)."""
     if n < 2 or n % 2:
         raise ValueError(f"n must be a positive even number (pairs of gold and perturbed), got {n}")
     if not math.isfinite(min_change) or min_change < 0:

@@ -281,11 +281,11 @@ def embedded_trunk(layers: int, *, source: str | os.PathLike | None = None,
     """The embedded model cut to its first ``layers`` decoder layers (its embeddings, tokenizer
     and final norm kept; the LM head is dropped when a score head is put on it).
 
-    A reward model built on it starts from pretrained token and number representations, so it
-    learns to compare an answer with the reference from a few thousand triples, which a tiny
-    model trained from scratch does not (docs/experiment.md); and it scores a step's samples in
-    about a second on one CPU thread. Built once into the model cache (``source`` and ``cache``,
-    for tests: another causal LM folder, and where to keep its cut).
+    A reward model built on it starts from pretrained token and number representations, so it learns
+    to compare an answer with the reference from a few thousand triples, which a tiny model trained
+    from scratch does not (docs/experiment_history.md); and it scores a step's samples in about a
+    second on one CPU thread. Built once into the model cache (``source`` and ``cache``, for tests:
+    another causal LM folder, and where to keep its cut).
     """
     import tempfile
 
