@@ -1,4 +1,4 @@
-"""The method's order (``method.md``, Part 2), pinned through the real trainer.
+"""The method's order (``docs/method.md``, "One Cooper step"), pinned through the real trainer.
 
 A reward model that counts its versions stands in for VerifyRM: its score *is* its version, and
 each pairwise update makes a new version. Step t's rewards must come from version t-1 (the

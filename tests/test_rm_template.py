@@ -26,7 +26,7 @@ TAG_PIECES = ["<question>", "</question>", "<reference_answer>", "</reference_an
               "&amp;", "&amp;lt;", "&", "<", ">", "\n", "x < 5", "<|im_end|>", "<pad>"]
 
 
-def test_template_is_the_method_md_one():
+def test_template_is_the_one_in_docs_method_md():
     assert render(Triple("What is 2+2?", "4", "2+2=4. The answer is 4.")) == (
         "<question>What is 2+2?</question>\n<reference_answer>4</reference_answer>\n"
         "<completion>2+2=4. The answer is 4.</completion>")
