@@ -19,7 +19,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "cooper"
 # cli and bench, the entry points, may import everything. (types and errors: the records and the
 # error every stage shares.)
 LAYERS = ["types", "errors", "infra", "config", "verify", "data", "rm", "eval", "labelling", "rl",
-          "experiment", "cli", "bench"]
+          "report", "experiment", "cli", "bench"]
 ENTRY_POINTS = {"cli", "bench", "__main__"}
 DEPRECATED_ALIASES = {"verifier", "reward_model", "cooper_reward", "allocator"}
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cooper.experiment.figures import (
+from cooper.report.experiment_report import build_report
+from cooper.report.figures import (
     Arm,
     Run,
     band,
@@ -21,10 +22,9 @@ from cooper.experiment.figures import (
     spread,
     tail_mean,
 )
-from cooper.experiment.plots import ARM_COLORS, PALETTE, arm_colors, arm_label
-from cooper.experiment.report import build_report
-from cooper.experiment.run_report import build_run_report
-from cooper.experiment.verdict import (
+from cooper.report.plots import ARM_COLORS, PALETTE, arm_colors, arm_label
+from cooper.report.run_report import build_run_report
+from cooper.report.verdict import (
     HACKED,
     IN_BETWEEN,
     NO_DATA,

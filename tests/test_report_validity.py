@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from cooper.experiment.figures import Arm, Run
-from cooper.experiment.report import build_report
-from cooper.experiment.validity import (
+from cooper.report.experiment_report import build_report
+from cooper.report.figures import Arm, Run
+from cooper.report.validity import (
     INVALID,
     MIN_RULE_GAIN,
     UNKNOWN,
     VALID,
     seed_validity,
 )
-from cooper.experiment.verdict import HACKED, IN_BETWEEN, NO_DATA, NOT_HACKED
+from cooper.report.verdict import HACKED, IN_BETWEEN, NO_DATA, NOT_HACKED
 from test_report import _md_row, synthetic_experiment
 
 VERDICT_WORDS = (HACKED, NOT_HACKED, IN_BETWEEN)
@@ -137,7 +137,7 @@ def test_without_a_rule_arm_or_its_final_evaluation_validity_is_not_known(tmp_pa
 
 
 def test_the_first_table_shows_where_each_seed_started():
-    from cooper.experiment.validity import SeedValidity, validity_table
+    from cooper.report.validity import SeedValidity, validity_table
 
     v = {0: SeedValidity(0, VALID, 0.49, 0.70, ""), 1: SeedValidity(1, INVALID, 0.08, 0.09, "")}
     setups = [{"policy_check": {"accuracy": 0.48, "band": [0.3, 0.7]}, "probe_accuracy": 1.0,

@@ -13,8 +13,8 @@ import yaml
 
 from conftest import run_cli
 from cooper.errors import UserError
-from cooper.experiment.run_report import build_run_report, report_folder
-from cooper.experiment.run_totals import headline, read_metrics, run_totals, summary_sentences
+from cooper.report.run_report import build_run_report, report_folder
+from cooper.report.run_totals import headline, read_metrics, run_totals, summary_sentences
 
 pytestmark = pytest.mark.smoke  # a whole command or training run on tiny models
 

@@ -69,7 +69,7 @@ def _hacking(args: argparse.Namespace) -> int:
             print(f"seed {seed} {arm:>{width}}: {r['train']['steps']} steps, final average "
                   f"accuracy {r['final_eval']['average']:.3f}")
     if not args.no_report:
-        from cooper.experiment.report import build_report
+        from cooper.report.experiment_report import build_report
 
         paths = build_report(args.out)
         print(f"report: {paths.html} (also {paths.markdown.name})")

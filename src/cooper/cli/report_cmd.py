@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from cooper.experiment.run_report import report_folder
+    from cooper.report.run_report import report_folder
 
     paths = report_folder(args.dir, args.out)
     print(f"report: {paths.html}\nmarkdown: {paths.markdown}\nplots: "

@@ -19,10 +19,6 @@ import importlib
 # load), and cooper.experiment.testbed or the report must be importable without it.
 _EXPORTS = {"run_demo": "cooper.experiment.demo", "evaluate_policy": "cooper.experiment.final_eval",
             "run_experiment": "cooper.experiment.hacking",
-            "ReportPaths": "cooper.experiment.document", "build_report": "cooper.experiment.report",
-            "build_run_report": "cooper.experiment.run_report",
-            "report_folder": "cooper.experiment.run_report",
-            "RunTotals": "cooper.experiment.run_totals", "run_totals": "cooper.experiment.run_totals",
             "Setup": "cooper.experiment.setup", "run_setup": "cooper.experiment.setup",
             "tiny_arith_models": "cooper.experiment.testbed"}
 __all__ = sorted(_EXPORTS)

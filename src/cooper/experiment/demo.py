@@ -44,11 +44,11 @@ from cooper.config.train import load_config
 from cooper.data.mix import build_mix, write_build
 from cooper.data.problems import load_problems
 from cooper.data.triples import load_triples
-from cooper.experiment.run_report import METRICS_FILE, build_run_report
-from cooper.experiment.run_totals import headline, read_metrics, run_totals
 from cooper.infra import embedded
 from cooper.infra.files import write_json
 from cooper.infra.models import DEFAULT_MODEL
+from cooper.report.run_report import METRICS_FILE, build_run_report
+from cooper.report.run_totals import headline, read_metrics, run_totals
 from cooper.rl.runner import run
 from cooper.rm.model import RewardModel
 from cooper.rm.robustness import build_suite, format_suite, suite_problems, suite_report

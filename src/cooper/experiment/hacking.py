@@ -44,16 +44,16 @@ from cooper.config.train import TrainConfig
 from cooper.errors import UserError
 from cooper.experiment.final_eval import evaluate_policy
 from cooper.experiment.jobs import Stages, run_stages, threads_per_job
-from cooper.experiment.layout import (
+from cooper.experiment.setup import Setup, run_setup
+from cooper.infra.environment import PACKAGES, environment, software_table
+from cooper.infra.files import read_json, write_atomic, write_json
+from cooper.report.experiment_layout import (
     SETTINGS_FILE,
     STATUS_FILE,
     arm_dir,
     listed_seeds,
     read_settings,
 )
-from cooper.experiment.setup import Setup, run_setup
-from cooper.infra.environment import PACKAGES, environment, software_table
-from cooper.infra.files import read_json, write_atomic, write_json
 from cooper.rl.checkpoints import complete_checkpoints
 from cooper.rl.runner import run
 

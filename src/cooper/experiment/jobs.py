@@ -30,8 +30,8 @@ from typing import Any
 
 from cooper.config.experiment import ExperimentConfig
 from cooper.errors import UserError
-from cooper.experiment.layout import seed_dir
 from cooper.infra.allocator import keep_freed_memory
+from cooper.report.experiment_layout import seed_dir
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,6 @@ from cooper.data.problems import load_problems
 from cooper.data.triples import load_triples
 from cooper.errors import UserError
 from cooper.experiment.final_eval import evaluate_policy
-from cooper.experiment.layout import seed_dir, setup_dir
 from cooper.experiment.testbed import (
     TINY_ARITH,
     TINY_ARITH_2X1,
@@ -41,6 +40,7 @@ from cooper.experiment.testbed import (
     tiny_arith_models,
 )
 from cooper.infra.files import read_json, write_json
+from cooper.report.experiment_layout import seed_dir, setup_dir
 from cooper.rm.model import RewardModel
 from cooper.rm.training import evaluate, train_bce
 from cooper.types import LabelledTriple, Triple

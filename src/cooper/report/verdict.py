@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 
-from cooper.experiment.figures import FINAL_FRACTION, Arm, Spread, hacking_figures, spread
+from cooper.report.figures import FINAL_FRACTION, Arm, Spread, hacking_figures, spread
 
 HACKED_TOP_WRONG = 0.3
 """hacked: final hacking/top_wrong at least this (the highest-scored rollout is wrong in 30% of

@@ -23,18 +23,18 @@ from typing import Any
 import yaml
 
 from cooper.errors import UserError
-from cooper.experiment.document import ReportPaths, duration, write_report
-from cooper.experiment.layout import SETTINGS_FILE
-from cooper.experiment.report import build_report
-from cooper.experiment.run_plots import CAPTIONS, make_run_plots
-from cooper.experiment.run_totals import (
+from cooper.infra.files import read_json
+from cooper.report.document import ReportPaths, duration, write_report
+from cooper.report.experiment_layout import SETTINGS_FILE
+from cooper.report.experiment_report import build_report
+from cooper.report.run_plots import CAPTIONS, make_run_plots
+from cooper.report.run_totals import (
     QUARTER,
     RunTotals,
     read_metrics,
     run_totals,
     summary_sentences,
 )
-from cooper.infra.files import read_json
 
 METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "config.yaml"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cooper.experiment.figures import Arm, band, moving_average, window_for
+from cooper.report.figures import Arm, band, moving_average, window_for
 
 __all__ = ["ARM_COLORS", "ARM_LABELS", "PALETTE", "arm_colors", "arm_label", "make_plots",
            "moving_average", "window_for"]

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from cooper.errors import UserError
-from cooper.experiment.figures import second_half_mean
+from cooper.report.figures import second_half_mean
 
 QUARTER = 0.25
 """'first / last quarter' = the first / last 25% of the records that logged a metric (>= 1)"""

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cooper.experiment.figures import moving_average, window_for
-from cooper.experiment.run_totals import paid_key, series
+from cooper.report.figures import moving_average, window_for
+from cooper.report.run_totals import paid_key, series
 
 # the stages of a step in the order they run (docs/metrics.md); perf/negatives_total overlaps
 # the policy update and perf/step is their total, so neither is stacked

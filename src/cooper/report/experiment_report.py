@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from cooper.errors import UserError
-from cooper.experiment.document import ReportPaths, duration, write_report
-from cooper.experiment.figures import Arm, Run, hacking_figures, spread
-from cooper.experiment.layout import (
+from cooper.infra.files import read_json
+from cooper.report.document import ReportPaths, duration, write_report
+from cooper.report.experiment_layout import (
     SETTINGS_FILE,
     STATUS_FILE,
     arm_dir,
@@ -37,22 +37,22 @@ from cooper.experiment.layout import (
     seed_folders,
     setup_dir,
 )
-from cooper.experiment.plots import arm_label, make_plots
-from cooper.experiment.validity import (
+from cooper.report.figures import Arm, Run, hacking_figures, spread
+from cooper.report.plots import arm_label, make_plots
+from cooper.report.validity import (
     invalid_seeds,
     seed_validities,
     validity_notes,
     validity_rule,
     validity_table,
 )
-from cooper.experiment.verdict import (
+from cooper.report.verdict import (
     INVALID_SEED,
     fmt,
     seed_verdict,
     verdict_sentences,
     verdict_table,
 )
-from cooper.infra.files import read_json
 
 NOT_RUN = "not run yet"
 

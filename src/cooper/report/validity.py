@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cooper.experiment.figures import Arm
-from cooper.experiment.verdict import rule_arm
+from cooper.report.figures import Arm
+from cooper.report.verdict import rule_arm
 
 MIN_RULE_GAIN = 5.0
 """a seed is valid when its verifier-paid arm's final accuracy is at least this many percentage
