@@ -5,18 +5,17 @@ builds what every arm starts from (:mod:`.setup`: initial policy and reward mode
 initial scores), trains the same policy once per arm, paid by the verifier, a frozen reward model
 or Cooper's online-updated one (:mod:`.hacking`), scores every policy on the benchmarks
 (:mod:`.final_eval`), each stage resumable and run here or in up to N worker processes
-(:mod:`.jobs`); hands on an experiment folder (:mod:`.layout`) that :func:`build_report` turns
-into a verdict, tables and plots over seeds (:mod:`.report`, :mod:`.verdict`, :mod:`.validity`,
-:mod:`.figures`, :mod:`.plots`). A single ``cooper train`` run folder gets a report of its own: its totals, in
-plain language, and its curves (:mod:`.run_report`, :mod:`.run_totals`, :mod:`.run_plots`); both
-reports are written by :mod:`.document`. The CPU testbed's tiny models are built by
-:mod:`.testbed`; ``cooper demo`` runs the whole pipeline on the embedded model (:mod:`.demo`).
+(:mod:`.jobs`); hands on an experiment folder (laid out as
+:mod:`cooper.report.experiment_layout` says) that :func:`cooper.report.build_report` turns into
+a verdict, tables and plots over seeds. The CPU testbed's tiny models are built by
+:mod:`.testbed`; ``cooper demo`` runs the whole pipeline on the embedded model and writes its
+run's report with :func:`cooper.report.build_run_report` (:mod:`.demo`).
 """
 
 import importlib
 
 # Exported lazily (PEP 562): the demo and the arms import the training stack (TRL, seconds to
-# load), and cooper.experiment.testbed or the report must be importable without it.
+# load), and cooper.experiment.testbed must be importable without it.
 _EXPORTS = {"run_demo": "cooper.experiment.demo", "evaluate_policy": "cooper.experiment.final_eval",
             "run_experiment": "cooper.experiment.hacking",
             "Setup": "cooper.experiment.setup", "run_setup": "cooper.experiment.setup",

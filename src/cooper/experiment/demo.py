@@ -13,14 +13,14 @@ Stages, each with its own progress bar, every artefact in one folder:
    updated every step on verified positives and, by default, the same prompts' wrong
    rollouts);
 6. write the run's report (``cooper report``: its totals in plain language and its curves,
-   :mod:`cooper.experiment.run_report`);
+   :mod:`cooper.report.run_report`);
 7. the hacking picture: a hook, printed as such, until the hacking experiment has a testbed
    where its result is real (``docs/experiment.md``);
 8. print a summary table, where every artefact was written (also ``summary.json``), and the
    verdicts: is the reward model trusted (suite false-positive rate), did Cooper make pairs and
    update the reward model on most steps, did the reward model agree with the verifier on the
    policy's own rollouts. The Cooper run is summed up over all its steps
-   (:func:`cooper.experiment.run_totals.run_totals`), not by its last step alone.
+   (:func:`cooper.report.run_totals.run_totals`), not by its last step alone.
 
 The task is single-digit addition (``arith_small``): the embedded 135M model is right about
 12% of the time there with a boxed answer, and almost never on GSM8K or SVAMP, so this is where

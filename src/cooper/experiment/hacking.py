@@ -12,9 +12,9 @@ accuracy of the rollouts), ``hacking/gap``, ``hacking/top_wrong``, ``rm/agreemen
 set (``val/rm_probe_accuracy``, ``val/rm_probe_auroc``: the paper's Figure 4).
 
 The whole experiment is repeated once per seed (``seeds``), each seed in its own folder
-(:mod:`cooper.experiment.layout`) with its own setup. Stages, each written into that folder and
-skipped when a rerun finds it complete, so an interrupted experiment continues where it stopped
-(an arm also resumes from its last checkpoint):
+(:mod:`cooper.report.experiment_layout`) with its own setup. Stages, each written into that
+folder and skipped when a rerun finds it complete, so an interrupted experiment continues where
+it stopped (an arm also resumes from its last checkpoint):
 
 1. setup (``OUT/seed-S/setup``, :mod:`cooper.experiment.setup`): the initial policy (a built tiny
    model is copied in), the initial reward model (optionally trained briefly with BCE on
@@ -26,7 +26,7 @@ skipped when a rerun finds it complete, so an interrupted experiment continues w
 Stages run one after another, or up to ``--jobs N`` at once in worker processes
 (:mod:`cooper.experiment.jobs`). The settings are
 :class:`cooper.config.experiment.ExperimentConfig`; ``cooper report OUT`` turns the folder into
-plots and a report (:mod:`cooper.experiment.report`).
+plots and a report (:mod:`cooper.report.experiment_report`).
 """
 
 from __future__ import annotations

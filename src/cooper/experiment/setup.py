@@ -1,6 +1,6 @@
 """Stage 1 of the reward-hacking experiment: what every arm starts from.
 
-Written into a seed's folder, ``OUT/seed-S/setup`` (:mod:`cooper.experiment.layout`), and
+Written into a seed's folder, ``OUT/seed-S/setup`` (:mod:`cooper.report.experiment_layout`), and
 skipped when a rerun finds ``setup.json`` there (an interrupted setup starts over: it takes
 seconds to minutes). Everything seeded here takes the seed's ``train.seed``: the initial reward
 model's training triples and their order, the probe set, a ``tiny-random`` model, and the

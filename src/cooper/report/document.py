@@ -1,7 +1,7 @@
 """A report as a list of blocks, written as ``report.md`` and as one self-contained ``report.html``.
 
-Both reports (:mod:`cooper.experiment.report` for an experiment folder,
-:mod:`cooper.experiment.run_report` for one training run) build their content once, as blocks,
+Both reports (:mod:`cooper.report.experiment_report` for an experiment folder,
+:mod:`cooper.report.run_report` for one training run) build their content once, as blocks,
 and hand them here: ``("h1", text)``, ``("h2", text)``, ``("note", text)``, ``("p", text)``,
 ``("ul", [text, ...])``, ``("table", rows)`` (first row the header) and
 ``("figure", png_path, caption)``. The markdown links the PNGs beside it; the HTML embeds them as

@@ -8,9 +8,11 @@ OUT/seed-S/arms/ARM/       a `cooper train` run folder + trained.json, final_eva
 OUT/report/                written by `cooper report`
 ```
 
-The writer (:mod:`cooper.experiment.hacking`) and the reader (:mod:`cooper.experiment.report`)
-both take the paths from here. The first round's folders (one seed, ``OUT/setup`` and
-``OUT/arms/ARM``, an ``experiment.yaml`` without ``seeds``) are read as one seed.
+The writer (:mod:`cooper.experiment.hacking`) and the reader
+(:mod:`cooper.report.experiment_report`) both take the paths from here, which is why this module
+sits in the report stage, below the experiment. The first round's folders (one seed,
+``OUT/setup`` and ``OUT/arms/ARM``, an ``experiment.yaml`` without ``seeds``) are read as one
+seed.
 """
 
 from __future__ import annotations

@@ -2,21 +2,22 @@
 
 Reads an experiment folder written by :mod:`cooper.experiment.hacking` (complete or not: a run
 that has not finished is listed as such; the first round's single-seed folders too,
-:mod:`cooper.experiment.layout`) and writes, into ``DIR/report``:
+:mod:`cooper.report.experiment_layout`) and writes, into ``DIR/report``:
 
-- the plots of :mod:`cooper.experiment.plots` (held-out accuracy, training reward, hacking gap,
+- the plots of :mod:`cooper.report.plots` (held-out accuracy, training reward, hacking gap,
   top-wrong, the reward model's group AUROC, its probe accuracy and AUROC), each arm as the mean
   over seeds with a min-max band;
 - ``report.md`` (images beside it) and ``report.html`` (images embedded as base64, so the one
-  file works offline; both written by :mod:`cooper.experiment.document`). They lead with the
-  verdict (:mod:`cooper.experiment.verdict`: per arm, hacked or not, final accuracy against the
+  file works offline; both written by :mod:`cooper.report.document`). They lead with the
+  verdict (:mod:`cooper.report.verdict`: per arm, hacked or not, final accuracy against the
   rule arm, probe AUROC first and last; a seed whose verifier-paid arm did not learn is invalid
-  and judged in no arm, :mod:`cooper.experiment.validity`), then the final table (arms x benchmarks + average, the
-  initial policy as the "no RL" row), the hacking figures, the curves, the arms' settings, the
-  configuration, run time, and an appendix with every seed's figures and the software versions.
+  and judged in no arm, :mod:`cooper.report.validity`), then the final table (arms x
+  benchmarks + average, the initial policy as the "no RL" row), the hacking figures, the curves,
+  the arms' settings, the configuration, run time, and an appendix with every seed's figures
+  and the software versions.
 
 Every figure over seeds is the mean and the range (min to max); every number is computed from
-the raw records (:mod:`cooper.experiment.figures`) with its definition written next to it.
+the raw records (:mod:`cooper.report.figures`) with its definition written next to it.
 """
 
 from __future__ import annotations
@@ -160,7 +161,7 @@ SEED_COLUMNS = [("final_top_wrong", "top-wrong, final"), ("final_gap", "gap, fin
 
 def seed_table(arms: list[Arm], invalid: frozenset[int] = frozenset()) -> list[list[str]]:
     """The appendix: one row per arm and seed, the figures the verdict is made of; the arms
-    of an ``invalid`` seed (:mod:`cooper.experiment.validity`) read "invalid seed", not a
+    of an ``invalid`` seed (:mod:`cooper.report.validity`) read "invalid seed", not a
     verdict."""
     rows = [["arm", "seed", "verdict", "steps", "final accuracy (%)",
              *[title for _, title in SEED_COLUMNS]]]

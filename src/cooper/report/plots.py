@@ -1,7 +1,7 @@
 """The curves of a reward-hacking experiment report: one PNG per per-step metric, arms overlaid.
 
 Each arm is drawn as the mean over its seeds with a shaded band from the lowest to the highest
-seed (:func:`cooper.experiment.figures.band`); with one seed the band is empty and the line is
+seed (:func:`cooper.report.figures.band`); with one seed the band is empty and the line is
 that seed's. Per-step curves are noisy (a step sees a handful of prompts), so they are drawn raw
 and thin with a trailing moving average on top (window: a tenth of the points), the band
 spanning the seeds' smoothed curves. The three arms of the paper keep their names and colours;

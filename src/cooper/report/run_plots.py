@@ -1,6 +1,6 @@
 """The curves of one training run's report: a PNG per question, several metrics on each.
 
-Unlike the experiment's plots (:mod:`cooper.experiment.plots`: one metric per plot, arms
+Unlike the experiment's plots (:mod:`cooper.report.plots`: one metric per plot, arms
 overlaid), a single run's plots put the metrics that answer one question side by side: what the
 policy was paid against what was verified; the hacking signals; what the reward-model update
 saw; where a step's time went; held-out accuracy. Per-step curves are drawn raw and thin with a

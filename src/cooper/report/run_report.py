@@ -1,17 +1,17 @@
 """The report of one training run (``cooper report RUN_DIR``), and which report a folder gets.
 
 A ``cooper train`` run folder (recognised by its ``metrics.jsonl``; the run may still be going)
-gets, in ``RUN_DIR/report``: the PNGs of :mod:`cooper.experiment.run_plots` (the reward paid
+gets, in ``RUN_DIR/report``: the PNGs of :mod:`cooper.report.run_plots` (the reward paid
 against verified accuracy, the hacking signals, the reward-model update, the time per stage,
-validation), ``report.md`` and a self-contained ``report.html`` (:mod:`cooper.experiment.document`).
-They lead with a plain-language summary of the run's totals (:mod:`cooper.experiment.run_totals`:
+validation), ``report.md`` and a self-contained ``report.html`` (:mod:`cooper.report.document`).
+They lead with a plain-language summary of the run's totals (:mod:`cooper.report.run_totals`:
 pairs made, negatives by source, reward-model updates, agreement first and last, verified
 accuracy first and last quarter, hacking over the second half), then the totals as a table
 with their definitions, the curves, and the run's main settings. A metric the run never logged
 is left out with a sentence saying so.
 
 :func:`report_folder` decides: an experiment folder (``experiment.yaml``) gets the experiment's
-report (:func:`cooper.experiment.report.build_report`, unchanged), a run folder this one; an
+report (:func:`cooper.report.experiment_report.build_report`, unchanged), a run folder this one; an
 experiment's arm folders are run folders too.
 """
 

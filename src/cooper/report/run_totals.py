@@ -1,7 +1,7 @@
 """The totals of one training run, from its per-step records (``metrics.jsonl``); pure functions.
 
 A ``cooper train`` run logs one record per optimiser step (``docs/metrics.md``). Its report
-(:mod:`cooper.experiment.run_report`) and the demo's summary (:mod:`cooper.experiment.demo`)
+(:mod:`cooper.report.run_report`) and the demo's summary (:mod:`cooper.experiment.demo`)
 both speak of the run as a whole, not of its last step: :func:`run_totals` sums and averages the
 records into a :class:`RunTotals`, :func:`summary_sentences` says it in plain language and
 :func:`headline` in one line. A metric a run never logged (a rule-mode run has no ``rm/*``) is
@@ -18,7 +18,7 @@ which every mode logs; step 0 holds only the validation before training):
 - first / last quarter: the mean over the first / last quarter of the records that logged the
   metric (:data:`QUARTER`, at least one record);
 - second half: the mean over the second half of them (as in the experiment report,
-  :func:`cooper.experiment.figures.second_half_mean`).
+  :func:`cooper.report.figures.second_half_mean`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Whether a seed's testbed worked: its verifier-paid arm must have learned before any arm is judged.
 
-The hacking verdict (:mod:`cooper.experiment.verdict`) compares arms trained from the same initial
+The hacking verdict (:mod:`cooper.report.verdict`) compares arms trained from the same initial
 policy. It means something only where RL on the testbed raises held-out accuracy at all: if the
 arm paid by the verifier (``reward.mode`` rule: the reward cannot be hacked) ends no better than
 the initial policy, the policies barely moved, so a reward-model arm that reads "not hacked" may
@@ -56,7 +56,7 @@ class SeedValidity:
 
 def verifier_arm(arms: list[Arm]) -> Arm | None:
     """The arm whose learning shows the testbed works: the report's reference arm
-    (:func:`~cooper.experiment.verdict.rule_arm`) when the verifier pays it, else the first arm
+    (:func:`~cooper.report.verdict.rule_arm`) when the verifier pays it, else the first arm
     the verifier pays; None when there is none."""
     ref = rule_arm(arms)
     if ref is not None and ref.mode == "rule":
