@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from conftest import cli_env
-from cooper.verify.procpool import Outcome, ProcessPool
+from cooper.infra.procpool import Outcome, ProcessPool
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,7 @@ def test_a_killed_caller_leaves_no_process_behind():
     """SIGKILL the owner mid-call: the zygote sees its socket close, kills the busy worker."""
     script = textwrap.dedent("""
         import json, threading, time
-        from cooper.verify.procpool import ProcessPool
+        from cooper.infra.procpool import ProcessPool
         pool = ProcessPool(2)
         pool.start()
         threading.Thread(target=pool.run, args=(time.sleep, [(600,)], 600), daemon=True).start()

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from cooper.infra.procpool import ProcessPool
 from cooper.verify.extraction import (
     MODES,
     Mode,
@@ -46,7 +47,6 @@ from cooper.verify.extraction import (
     number_to_str,
     plain_number,
 )
-from cooper.verify.procpool import ProcessPool
 
 log = logging.getLogger(__name__)
 

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from cooper.verify.zygote import PID
+from cooper.infra.zygote import PID
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class WorkerStartError(RuntimeError):
 
 # ------------------------------------------------------------------ in the caller's process
 
-_BOOT = ("import sys; sys.path[:0] = {path!r}; from cooper.verify.zygote import zygote_main; "
+_BOOT = ("import sys; sys.path[:0] = {path!r}; from cooper.infra.zygote import zygote_main; "
          "zygote_main({fd}, {mem!r}, {init!r})")
 
 
