@@ -76,3 +76,14 @@ def test_bad_settings():
         ProcessPool(1, memory_limit_mb=10)
     with ProcessPool(1) as p, pytest.raises(ValueError, match="positive"):
         p.run(len, [("a",)], timeout_s=0)
+
+
+def test_a_zygote_that_cannot_start_is_named_with_the_callers_hint():
+    """The pool knows nothing of its user: the error says whose pool it is and what to check,
+    as the caller told it (the verifier: math-verify)."""
+    from cooper.infra.procpool import WorkerStartError
+
+    with ProcessPool(1, initializer=sys.exit, name="test", start_hint="check the initializer") as p:
+        with pytest.raises(WorkerStartError, match=r"the test zygote process failed to start "
+                                                   r"\(exit code -?\d+\); check the initializer"):
+            p.run(len, [("a",)], timeout_s=5)

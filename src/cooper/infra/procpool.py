@@ -5,7 +5,9 @@ can stop a call that is already running. A hung task holds its worker forever
 (``Future.cancel`` only cancels tasks that have not started) and killing a worker by hand breaks
 the whole executor (``BrokenProcessPool``). Here every worker has its own socket; the caller
 waits on the sockets of its in-flight calls with a deadline; a worker that misses its deadline
-is SIGKILLed and replaced, and only that call is reported as timed out.
+is SIGKILLed and replaced, and only that call is reported as timed out. Its user is the
+verifier (:mod:`cooper.verify.verifier`: math-verify, which a hostile answer can hang); nothing
+here knows what the workers run.
 
 Design points:
 
@@ -14,7 +16,7 @@ Design points:
   reward threads: huggingface/Math-Verify#50, #55; huggingface/trl#5281). Workers are checked
   out under a lock, so several threads can call :meth:`ProcessPool.run` at once.
 * **A zygote, not multiprocessing.** The pool starts one fresh interpreter (``python -c``),
-  the *zygote*, which runs the initializer (imports math-verify) once and then ``fork()``\\ s a
+  the *zygote*, which runs the initializer (the verifier's imports math-verify) once and then ``fork()``\\ s a
   worker whenever the pool asks, handing it a socket. Forking the caller itself would be unsafe
   (a multi-threaded trainer's child can deadlock on a lock another thread held);
   multiprocessing's ``spawn``/``forkserver`` re-run the caller's main script in every child,
@@ -96,8 +98,9 @@ class _Worker:
 class _State:
     """One process's zygote and workers; shared with the exit finalizer."""
 
-    def __init__(self, zygote: subprocess.Popen, sock: socket.socket) -> None:
+    def __init__(self, zygote: subprocess.Popen, sock: socket.socket, name: str) -> None:
         self.pid = os.getpid()
+        self.name = name
         self.zygote, self.sock = zygote, sock
         self.lock = threading.Lock()  # one fork request at a time on the zygote socket
         self.all: list[_Worker] = []
@@ -112,12 +115,12 @@ class _State:
                 while len(data) < PID.size:
                     chunk = self.sock.recv(PID.size - len(data))
                     if not chunk:
-                        raise WorkerStartError(f"the verifier zygote process died (exit code "
-                                               f"{self.zygote.poll()})")
+                        raise WorkerStartError(f"the {self.name} zygote process died (exit "
+                                               f"code {self.zygote.poll()})")
                     data += chunk
         except OSError as e:
             ours.close()
-            raise WorkerStartError(f"the verifier zygote process is gone ({e})") from e
+            raise WorkerStartError(f"the {self.name} zygote process is gone ({e})") from e
         finally:
             theirs.close()
         return _Worker(PID.unpack(data)[0], Connection(ours.detach()))
@@ -142,8 +145,8 @@ class _State:
             self.zygote.wait()
 
 
-def _start_zygote(memory_limit_mb: int | None,
-                  initializer: Callable[[], None] | None) -> _State:
+def _start_zygote(memory_limit_mb: int | None, initializer: Callable[[], None] | None,
+                  name: str, start_hint: str) -> _State:
     ours, theirs = socket.socketpair()
     init = pickle.dumps(initializer).hex() if initializer is not None else ""
     # The caller's sys.path goes first so the zygote imports the same cooper (a test run or an
@@ -168,26 +171,29 @@ def _start_zygote(memory_limit_mb: int | None,
         ours.close()
         proc.kill()
         code = proc.wait()
-        raise WorkerStartError(
-            f"the verifier zygote process failed to start (exit code {code}); check that "
-            "'python -c \"import math_verify\"' works")
-    return _State(proc, ours)
+        raise WorkerStartError(f"the {name} zygote process failed to start (exit code {code})"
+                               + (f"; {start_hint}" if start_hint else ""))
+    return _State(proc, ours, name)
 
 
 class ProcessPool:
     """``size`` worker processes; :meth:`run` maps a function over argument tuples with a
-    per-call hard deadline. Processes start on first use."""
+    per-call hard deadline. Processes start on first use. ``name`` says whose processes they
+    are in errors and logs ("the verifier zygote process ..."), and ``start_hint`` what to
+    check when the zygote cannot start (its initializer failing, typically)."""
 
     def __init__(self, size: int, *, memory_limit_mb: int | None = None,
-                 initializer: Callable[[], None] | None = None):
+                 initializer: Callable[[], None] | None = None, name: str = "process pool",
+                 start_hint: str = ""):
         if size < 1:
             raise ValueError(f"a process pool needs at least 1 worker, got {size}")
         if memory_limit_mb is not None and memory_limit_mb < 256:
             raise ValueError(f"memory_limit_mb={memory_limit_mb} is too small for a Python "
                              "worker; use at least 256 (or None for no limit)")
         if os.name != "posix":
-            raise RuntimeError("cooper's verifier workers need a POSIX system (Linux, macOS)")
+            raise RuntimeError(f"cooper's {name} workers need a POSIX system (Linux, macOS)")
         self.size = size
+        self.name, self.start_hint = name, start_hint
         self.memory_limit_mb = memory_limit_mb
         self._initializer = initializer
         self._cond = threading.Condition()
@@ -202,7 +208,8 @@ class ProcessPool:
             raise RuntimeError("this process pool is closed")
         st = self._state
         if st is None or st.pid != os.getpid():  # first use, or we are a forked child
-            st = _start_zygote(self.memory_limit_mb, self._initializer)
+            st = _start_zygote(self.memory_limit_mb, self._initializer, self.name,
+                               self.start_hint)
             weakref.finalize(self, st.shutdown)
             st.all = [st.fork_worker() for _ in range(self.size)]
             st.idle = list(st.all)
@@ -218,7 +225,7 @@ class ProcessPool:
             pass
         if not ok:
             self._discard(w, replace=True)
-            raise WorkerStartError("a verifier worker process died before it was ready; "
+            raise WorkerStartError(f"a {self.name} worker process died before it was ready; "
                                    "raise the memory limit if one is set")
         w.ready = True
 
@@ -259,7 +266,7 @@ class ProcessPool:
             try:
                 fresh = st.fork_worker()  # milliseconds: the zygote is already initialised
             except WorkerStartError:  # the zygote died: start over on the next call
-                log.warning("verifier zygote died; restarting the worker pool")
+                log.warning("%s zygote died; restarting the worker pool", self.name)
                 self._state = None
                 st.shutdown()
                 self._cond.notify_all()

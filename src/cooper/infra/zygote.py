@@ -1,14 +1,14 @@
-"""What runs inside the verifier's processes: the zygote and the workers it forks.
+"""What runs inside a process pool's processes: the zygote and the workers it forks.
 
 The zygote (:func:`zygote_main`) is a fresh interpreter started by
-:class:`cooper.verify.procpool.ProcessPool` with ``python -c``. It runs the pool's initializer once
-(for the verifier: import math-verify and warm it up), then waits on its socket to the pool.
+:class:`cooper.infra.procpool.ProcessPool` with ``python -c``. It runs the pool's initializer
+once (for the verifier: import math-verify and warm it up), then waits on its socket to the pool.
 Each request is one byte plus a socket fd (``SCM_RIGHTS``); the zygote forks, the child becomes
 a worker on that socket (:func:`_worker_loop`), and the zygote answers with the child's pid.
-The zygote is single-threaded, so forking it is safe, and every worker inherits a warm
-math-verify for free. It reaps its workers every half second, and when its socket to the pool
-closes it SIGKILLs and reaps the rest and exits, so the pool's owner dying leaves nothing
-behind.
+The zygote is single-threaded, so forking it is safe, and every worker inherits what the
+initializer loaded (the verifier's: a warm math-verify) for free. It reaps its workers every
+half second, and when its socket to the pool closes it SIGKILLs and reaps the rest and exits,
+so the pool's owner dying leaves nothing behind.
 
 A worker reads ``(fn, args)`` requests and answers ``("ok", result)`` or ``("error", text)``
 until it reads ``None`` or its socket closes. Exceptions never escape: a hostile input can only

@@ -13,7 +13,7 @@ fast, and impossible to hang. One check goes:
    texts are identical, or both are plain decimals within math-verify's exact range
    (:func:`~cooper.verify.extraction.plain_number`) and compare as exact fractions.
 4. **Cache** of earlier (answer, reference) results: RL groups repeat answers a lot.
-5. **math-verify** otherwise, in a :class:`~cooper.verify.procpool.ProcessPool` worker:
+5. **math-verify** otherwise, in a :class:`~cooper.infra.procpool.ProcessPool` worker:
    ``verify(parse("$reference$"), parse("$answer$"))`` with math-verify's own SIGALRM timeouts
    switched off (``parsing_timeout=None``, ``timeout_seconds=None``), because SIGALRM only works
    in the main thread (huggingface/Math-Verify#50, #55; huggingface/trl#5281) and TRL calls
@@ -244,7 +244,8 @@ class Verifier:
         self.stats = VerifierStats()
         self._cache = _LRU(cache_size)
         self._pool = ProcessPool(self.workers, memory_limit_mb=memory_limit_mb,
-                                 initializer=_init_worker)
+                                 initializer=_init_worker, name="verifier",
+                                 start_hint="check that 'python -c \"import math_verify\"' works")
 
     def verify(self, completion: Any, reference: Any, *, mode: Mode = "strict",
                timeout_s: float = DEFAULT_TIMEOUT_S) -> Verdict:
