@@ -55,10 +55,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_field_args(pert)
     pert.set_defaults(func=_perturbed)
 
-    from cooper.cli import data_build, data_mix_cmd
+    from cooper.cli import data_build_cmd, data_collect_cmd
 
-    data_mix_cmd.register(dsub)
-    data_build.register(dsub)
+    data_build_cmd.register(dsub)
+    data_collect_cmd.register(dsub)
 
 
 def _show(args: argparse.Namespace) -> int:
