@@ -1,9 +1,11 @@
 """The ``cooper`` command: one sub-command per pipeline stage.
 
-Each command group lives in its own module here with a ``register(subparsers)`` function and
-imports torch and transformers only inside its handlers, so ``cooper --help`` and cache checks
-start in a fraction of a second. A :class:`~cooper.errors.UserError` ends the command with its
-message and exit code 2; anything else is a bug and keeps its traceback.
+Each command lives in its own module here, named after it (``data_cmd.py`` for ``cooper data``,
+``data_build_cmd.py`` for ``cooper data build``; common.py and rm_common.py hold the arguments
+several share), with a ``register(subparsers)`` function, and imports torch and transformers
+only inside its handlers, so ``cooper --help`` and cache checks start in a fraction of a second.
+A :class:`~cooper.errors.UserError` ends the command with its message and exit code 2; anything
+else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
