@@ -16,11 +16,14 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "cooper"
 
 # Lower stages first. A module may import its own stage and any stage *before* it in this list;
-# cli and bench, the entry points, may import everything. (types and errors: the records and the
-# error every stage shares.)
+# cli and bench, the entry points, may import everything but what FORBIDDEN names. (types and
+# errors: the records and the error every stage shares.)
 LAYERS = ["types", "errors", "infra", "config", "verify", "data", "rm", "eval", "labelling", "rl",
           "report", "experiment", "cli", "bench"]
 ENTRY_POINTS = {"cli", "bench", "__main__"}
+# stage -> stages it never imports: the cli runs the benchmarks (cooper bench), so they do not
+# reach back into it; what both need lives below both
+FORBIDDEN = {"bench": {"cli"}}
 DEPRECATED_ALIASES = {"verifier", "reward_model", "cooper_reward", "allocator"}
 
 
@@ -88,6 +91,17 @@ def upward_imports(root: Path) -> list[str]:
     return bad
 
 
+def forbidden_imports(root: Path) -> list[str]:
+    """'file:line: stage imports forbidden stage' for each import FORBIDDEN rules out."""
+    bad = []
+    for module, path in modules(root).items():
+        stage = stage_of(module)
+        for target, line in imports_of(path, module):
+            if stage_of(target) in FORBIDDEN.get(stage, ()):
+                bad.append(f"{path.name}:{line}: {module} ({stage}) imports {target}")
+    return bad
+
+
 def import_cycles(root: Path) -> list[list[str]]:
     """Cycles in the module import graph (every import that runs, top-level or inside a
     function; imports for annotations only, under ``TYPE_CHECKING``, cannot form a cycle)."""
@@ -127,8 +141,13 @@ def test_no_import_cycles():
     assert import_cycles(SRC) == []
 
 
+def test_the_benchmarks_do_not_import_the_cli():
+    assert forbidden_imports(SRC) == []
+
+
 def test_the_checks_fail_on_planted_violations(tmp_path):
-    """A copy of the tree with an upward import (verify -> rl) and a cycle planted."""
+    """A copy of the tree with an upward import (verify -> rl), a benchmark importing the cli
+    and a cycle planted."""
     import shutil
 
     tree = tmp_path / "cooper"
@@ -137,6 +156,11 @@ def test_the_checks_fail_on_planted_violations(tmp_path):
     extraction.write_text(extraction.read_text() + "\n\ndef _planted():\n"
                           "    from cooper.rl.step import CooperReward  # noqa\n")
     assert any("verify" in b and "cooper.rl.step" in b for b in upward_imports(tree))
+    bench = tree / "bench" / "eval.py"
+    bench.write_text(bench.read_text() + "\n\ndef _planted():\n"
+                     "    from cooper.cli.common import add_model_args  # noqa\n")
+    assert any("cooper.bench.eval" in b and "cooper.cli.common" in b
+               for b in forbidden_imports(tree))
     a, b = tree / "infra" / "planted_a.py", tree / "infra" / "planted_b.py"
     a.write_text("from cooper.infra import planted_b\n")
     b.write_text("from cooper.infra.planted_a import x\n")

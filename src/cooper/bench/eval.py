@@ -17,10 +17,14 @@ from typing import Any
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from cooper.cli.common import add_model_args
+    from cooper.infra.models import DEFAULT_MODEL
     from cooper.infra.protocol import PAPER_TEMPERATURE, PAPER_TOP_P
 
-    add_model_args(p, help_role="model to generate with")
+    p.add_argument("--model", default=DEFAULT_MODEL,
+                   help=f"model to generate with: '{DEFAULT_MODEL}' (embedded default), a local "
+                        "Hugging Face folder, or a Hub id (default: %(default)s)")
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help="allow a checkpoint to run its own Python code (off by default)")
     p.add_argument("--benchmark", default="gsm8k",
                    help="problems to prompt with: a built-in name or a local file "
                         "(default: %(default)s)")
