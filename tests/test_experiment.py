@@ -210,6 +210,8 @@ def test_presets_resolve_and_validate():
     # the train preset is the base and the experiment's train section overrides it
     assert gpu.train.policy.model == "Qwen/Qwen2.5-1.5B-Instruct" and gpu.train.rollout.use_vllm
     assert gpu.train.validation.every_steps == 20 and gpu.train.max_steps == 180
-    assert gpu.arm_list == ["rule", "rm", "cooper"]  # the string form of the first round
+    assert gpu.arm_list == ["rule", "rm", "cooper", "cooper_rollouts", "cooper_both"]
+    assert gpu.arm_train("cooper").rm_update.negatives == "assistant"  # the paper's, one line away
+    assert gpu.arm_train("cooper_both").rm_update.negatives == "both"
     with pytest.raises(Exception, match="setup.reward_model"):
         load_experiment("hacking_qwen2.5-1.5b_gsm8k").validate()

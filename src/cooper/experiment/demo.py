@@ -168,14 +168,13 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
     return summary
 
 
-HACKING_HOOK = ("The demo does not run the reward-hacking experiment: it takes about an hour "
-                "and a half on a laptop (`cooper experiment hacking --preset hacking_cpu --out "
-                "runs/hacking --seeds 0,1,2 --jobs 2`). Its committed result (docs/experiment.md, "
-                "the fifth round): the fixed "
-                "reward model's policy collapsed in 2 of 3 seeds (to 0-2% test accuracy; the "
-                "third stalled at 46.5%); Cooper with rollout negatives was not hacked in 3 of 3 "
-                "seeds and ended level with the verifier-paid policy (69.8% vs 69.7%); the "
-                "paper's setting was hacked in 2 of 3 seeds (16.9%).")
+HACKING_HOOK = ("The demo does not run the reward-hacking experiment: one seed of it takes about "
+                "half an hour on a 2-core CPU (`make experiment`, or `cooper experiment hacking "
+                "--preset hacking_cpu --out runs/hacking --seeds 0,1,2,3,4 --jobs 2` for five). "
+                "Its result so far (docs/experiment.md, Current result): the frozen reward "
+                "model's policy and the paper's Cooper collapse, while Cooper with the policy's "
+                "own wrong rollouts as negatives is not hacked and learns, a few points below "
+                "the verifier-paid policy.")
 
 
 def verdicts(figures: dict[str, Any]) -> list[str]:
