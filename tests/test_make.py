@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import subprocess
@@ -16,8 +17,11 @@ pytestmark = pytest.mark.smoke  # a whole command or training run on tiny models
 
 def make_dry_run(target: str, *variables: str) -> list[list[str]]:
     """The commands ``make TARGET`` would run, without running them (``setup`` assumed done)."""
-    out = subprocess.run(["make", "-n", "-o", "setup", "-o", ".venv/.cooper-setup", target,
-                          *variables], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    # run from `make test`, the parent's MAKEFLAGS and MAKELEVEL would add "Entering directory"
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    out = subprocess.run(["make", "-n", "--no-print-directory", "-o", "setup", "-o",
+                          ".venv/.cooper-setup", target, *variables], cwd=ROOT, env=env,
+                         capture_output=True, text=True, check=True).stdout
     return [shlex.split(line) for line in out.splitlines() if line.strip()]
 
 
