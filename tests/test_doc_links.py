@@ -76,3 +76,9 @@ def test_a_planted_broken_link_is_found(tmp_path):
 def test_every_relative_link_resolves(page):
     broken = broken_links(page)
     assert not broken, f"{page.name}: " + "; ".join(broken)
+
+
+def test_the_readme_stays_a_first_read():
+    """Results, rounds and reference material live in docs/; the README stays short."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 220, f"README.md has {len(lines)} lines; move detail into docs/"
