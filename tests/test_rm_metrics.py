@@ -9,6 +9,7 @@ import pytest
 from cooper.rm.metrics import (
     Confusion,
     auroc,
+    balanced_indices,
     binary_metrics,
     expected_calibration_error,
     metrics_by_group,
@@ -63,3 +64,15 @@ def test_per_group():
 def test_mismatched_lengths_fail():
     with pytest.raises(ValueError):
         binary_metrics([0.1], [True, False])
+
+
+def test_balanced_indices_keep_every_rare_label_and_as_many_of_the_other():
+    labels = [True, False, False, True, False, False, False, False]
+    keep = balanced_indices(labels, seed=0)
+    assert keep == sorted(keep)  # file order
+    assert [labels[i] for i in keep].count(True) == 2 == [labels[i] for i in keep].count(False)
+    assert {0, 3} <= set(keep)  # every row of the rarer label
+    assert balanced_indices(labels, seed=0) == keep  # the seed decides the draw
+    assert len({tuple(balanced_indices(labels, seed=s)) for s in range(20)}) > 1
+    with pytest.raises(ValueError, match="0 correct and 3 wrong"):
+        balanced_indices([False] * 3, seed=0)

@@ -106,20 +106,15 @@ def _eval(args: argparse.Namespace) -> int:
 
 def balanced(rows: list, seed: int) -> list:
     """Every row of the rarer label and as many rows of the other, drawn with ``seed``, in
-    their file order; an error when one label is missing (nothing to balance with)."""
-    import random
-
+    their file order (:func:`cooper.rm.metrics.balanced_indices`); a clear error when one label
+    is missing."""
     from cooper.errors import UserError
+    from cooper.rm.metrics import balanced_indices
 
-    by_label = {True: [i for i, r in enumerate(rows) if r.label],
-                False: [i for i, r in enumerate(rows) if not r.label]}
-    k = min(len(v) for v in by_label.values())
-    if k == 0:
-        raise UserError("--balance needs rows of both labels; this file has "
-                        f"{len(by_label[True])} correct and {len(by_label[False])} wrong")
-    rng = random.Random(seed)
-    keep = sorted(i for v in by_label.values() for i in rng.sample(v, k))
-    return [rows[i] for i in keep]
+    try:
+        return [rows[i] for i in balanced_indices([r.label for r in rows], seed)]
+    except ValueError as e:
+        raise UserError(f"--balance: {e}") from None
 
 
 def _balance(args: argparse.Namespace, rows) -> None:

@@ -16,6 +16,7 @@ here and in ``docs/reward_model.md``:
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -128,3 +129,17 @@ def metrics_by_group(scores: Sequence[float], labels: Sequence[bool], groups: Se
         out[g] = binary_metrics([scores[i] for i in idx], [labels[i] for i in idx],
                                 threshold=threshold)
     return out
+
+
+def balanced_indices(labels: Sequence[bool], seed: int) -> list[int]:
+    """Every index of the rarer label and as many of the other, drawn with ``seed``, in
+    ascending order (file order): a label-balanced subset, on which accuracy is the mean of
+    recall and specificity. A ValueError when one label is missing (nothing to balance with)."""
+    by_label = {True: [i for i, y in enumerate(labels) if y],
+                False: [i for i, y in enumerate(labels) if not y]}
+    k = min(len(v) for v in by_label.values())
+    if k == 0:
+        raise ValueError(f"a balanced subset needs both labels; there are "
+                         f"{len(by_label[True])} correct and {len(by_label[False])} wrong")
+    rng = random.Random(seed)
+    return sorted(i for v in by_label.values() for i in rng.sample(v, k))
