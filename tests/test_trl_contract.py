@@ -124,3 +124,22 @@ def test_print_config_shows_every_pinned_grpo_setting():
     assert grpo["scale_rewards"] == "none"  # from our setting, not TRL's default
     assert grpo["multi_objective_aggregation"] == "sum_then_normalize"
     assert grpo["reward_weights"] == [0.0, 1.0]  # the verifier column is logged, not optimised
+
+
+@pytest.mark.parametrize("on", [False, True])
+def test_grpo_config_takes_our_settings_without_a_deprecation_warning(tmp_path, on):
+    """transformers 5 renamed gradient_checkpointing to activation_checkpointing: the old name
+    warns on every run, and TRL's own default of it (True) must not override ours."""
+    import warnings
+
+    from trl import GRPOConfig
+
+    from cooper.config.train import load_config
+    from cooper.rl.trainer import grpo_kwargs
+
+    cfg = load_config("demo_cpu", [f"output_dir={tmp_path}",
+                                   f"policy.gradient_checkpointing={str(on).lower()}"])
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*deprecated.*", category=FutureWarning)
+        args = GRPOConfig(**grpo_kwargs(cfg))
+    assert args.activation_checkpointing is on and args.gradient_checkpointing is on

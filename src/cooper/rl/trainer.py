@@ -86,7 +86,9 @@ def grpo_kwargs(cfg: TrainConfig, num_processes: int = 1) -> dict[str, Any]:
         # policy.dtype is the compute precision: the weights the optimiser steps load in float32
         # (bf16=True autocasts the forward, DeepSpeed/FSDP cast and keep their own float32
         # masters); bfloat16 weights under a plain AdamW at lr 1e-6 would not move
-        bf16=p.dtype == "bfloat16", gradient_checkpointing=p.gradient_checkpointing,
+        bf16=p.dtype == "bfloat16",
+        # transformers 5 renamed it (the old name warns, and TRL sets it by default)
+        activation_checkpointing=p.gradient_checkpointing,
         model_init_kwargs={"dtype": "float32"},
         per_device_train_batch_size=r.micro_batch_size,
         gradient_accumulation_steps=accumulation,
