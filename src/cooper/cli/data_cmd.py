@@ -1,6 +1,7 @@
 """``cooper data``: inspect datasets, perturbed triples; the mixed reward-model set (``cooper
 data build``, :mod:`.data_build_cmd`); collect and label reward-model data (``cooper data
-collect``, :mod:`.data_collect_cmd`; ``cooper data label``, :mod:`.data_label_cmd`)."""
+collect``, :mod:`.data_collect_cmd`; ``cooper data label``, :mod:`.data_label_cmd`); the embedded
+model's shipped completions (``cooper data samples``, :mod:`.data_samples_cmd`)."""
 
 from __future__ import annotations
 
@@ -56,11 +57,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_field_args(pert)
     pert.set_defaults(func=_perturbed)
 
-    from cooper.cli import data_build_cmd, data_collect_cmd, data_label_cmd
+    from cooper.cli import data_build_cmd, data_collect_cmd, data_label_cmd, data_samples_cmd
 
     data_build_cmd.register(dsub)
     data_collect_cmd.register(dsub)
     data_label_cmd.register(dsub)
+    data_samples_cmd.register(dsub)
 
 
 def _show(args: argparse.Namespace) -> int:
