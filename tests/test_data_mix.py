@@ -255,6 +255,12 @@ def test_cli_writes_rows_with_kinds_and_a_summary(tmp_path, capsys):
     (["--dataset", "arith_small", "--n", "4", "--out", "x.csv"], "must be a .jsonl"),
     (["--dataset", "arith_small", "--n", "4", "--out", "x.jsonl", "--samples", "3"],
      "goes with --sample-from"),
+    (["--dataset", "arith_small", "--n", "4", "--out", "x.jsonl", "--samples-file", "a.jsonl",
+      "--sample-from", "m", "--samples", "3"], "keep one"),
+    (["--dataset", "arith_small", "--n", "4", "--out", "x.jsonl", "--samples-file", "a.jsonl"],
+     "must be an existing .parquet"),
+    (["--dataset", "gsm8k", "--split", "train", "--n", "4", "--out", "x.jsonl", "--samples-file",
+      "embedded"], "no shipped completions of the embedded model for gsm8k/train"),
     (["--dataset", "arith_small", "--n", "4", "--out", "x.jsonl", "--mix", "seed=1",
       "--seed", "2"], "seed is given twice"),
     (["--show-mix", "--mix", "gold_boxd=1"], "did you mean 'gold_boxed'"),
@@ -281,3 +287,28 @@ def test_cli_samples_from_a_local_model(tmp_path, capsys, tiny_models):
     # 8 asked (20 * 0.6 / 1.5), held at the 6 problems with a wrong sample
     assert kinds.count("sampled_wrong") == stats["kinds"]["sampled_wrong"]["target"] == 6
     assert sum(1 for line in out.read_text().splitlines() if json.loads(line)["label"]) == 20
+
+    # the same completions from the file instead of the model: the same rows, byte for byte
+    again = tmp_path / "again.jsonl"
+    assert main(["data", "build", "--dataset", "arith_small", "--n", "40", "--out", str(again),
+                 "--samples-file", str(tmp_path / "s.samples.parquet")]) == 0
+    assert "read 6 sampled completion(s) of 6 problem(s)" in capsys.readouterr().out
+    assert again.read_bytes() == out.read_bytes()
+    assert json.loads((tmp_path / "again.stats.json").read_text()) == stats
+    # --samples N keeps the file's completions of the first N problems of the build order only
+    fewer = tmp_path / "fewer.jsonl"
+    assert main(["data", "build", "--dataset", "arith_small", "--n", "40", "--out", str(fewer),
+                 "--samples-file", str(tmp_path / "s.samples.parquet"), "--samples", "2"]) == 0
+    assert "read 2 sampled completion(s) of 2 problem(s)" in capsys.readouterr().out
+    kinds = [json.loads(line)["kind"] for line in fewer.read_text().splitlines()]
+    assert kinds.count("sampled_wrong") == 2
+
+
+def test_samples_file_of_two_generators_is_refused(tmp_path, capsys):
+    rows = [{"question": "1+1?", "reference": "2", "completion": "\\boxed{2}",
+             "problem_id": "p", "generator": g} for g in ("a", "b")]
+    path = tmp_path / "two.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["data", "build", "--dataset", "arith_small", "--n", "4", "--out",
+                 str(tmp_path / "x.jsonl"), "--samples-file", str(path)]) == 2
+    assert "2 generators (a, b)" in capsys.readouterr().err

@@ -48,9 +48,16 @@ def register(dsub: argparse._SubParsersAction) -> None:
                         "collect`: the embedded default, a folder, api:MODEL@URL); the verifier "
                         "sorts them into sampled_correct and sampled_wrong, and each correct one "
                         "with its answer changed is a sampled_answer_changed")
+    s.add_argument("--samples-file", default=None, metavar="FILE",
+                   help="completions sampled before: a `cooper data collect` file of one "
+                        "generator (such as the OUT.samples.parquet an earlier --sample-from "
+                        "build wrote), or 'embedded' for the embedded model's completions that "
+                        "ship for --dataset/--split (`cooper data samples` lists them); sorted "
+                        "by the verifier exactly as --sample-from's are")
     s.add_argument("--samples", type=int, default=0, metavar="N",
                    help="completions to sample: one each for the first N problems of the build "
-                        "order (default: %(default)s)")
+                        "order; with --samples-file, the file's completions of those problems "
+                        "only (default: %(default)s, all of the file's)")
     s.add_argument("--sample-temperature", type=float, default=0.7, help="(default: %(default)s)")
     s.add_argument("--sample-top-p", type=float, default=0.95, help="(default: %(default)s)")
     s.add_argument("--sample-max-tokens", type=int, default=256,
@@ -95,7 +102,7 @@ def _sample(args: argparse.Namespace, problems, out: Path, seed: int) -> dict[st
     from cooper.infra.generation import SamplingConfig
     from cooper.labelling.backends import parse_spec
     from cooper.labelling.collect import collect
-    from cooper.labelling.label import read_rows
+    from cooper.labelling.label import sampled_completions
 
     spec = parse_spec(args.sample_from)
     sampling = SamplingConfig(n=1, temperature=args.sample_temperature, top_p=args.sample_top_p,
@@ -105,28 +112,30 @@ def _sample(args: argparse.Namespace, problems, out: Path, seed: int) -> dict[st
                       endpoint=endpoint_base_from_args(args), default_key_env=args.api_key_env)
     print(f"sampled {summary.ok} completion(s) from {spec.label} into {path}"
           + (f" ({summary.failed} failed requests, left out)" if summary.failed else ""))
-    sampled: dict[str, list[str]] = {}
-    for row in read_rows(path):
-        if row["status"] == "ok" and row["generator"] == spec.label:
-            sampled.setdefault(row["problem_id"], []).append(row["completion"])
-    return sampled
+    return sampled_completions(path, generator=spec.label)
 
 
 def _build(args: argparse.Namespace) -> int:
+    from cooper.data.embedded_samples import EMBEDDED, shipped_samples
     from cooper.data.mix import build_mix, problem_order, write_build
     from cooper.errors import UserError
+    from cooper.labelling.label import sampled_completions
 
     mix = _mix(args)
     if args.show_mix:
-        _show_mix(mix, sampling=bool(args.sample_from))
+        _show_mix(mix, sampling=bool(args.sample_from or args.samples_file))
         return 0
     missing = [f"--{k}" for k in ("dataset", "n", "out") if getattr(args, k) is None]
     if missing:
         raise UserError(f"{', '.join(missing)} required (or --show-mix)")
     if args.n < 2:
         raise UserError(f"--n must be at least 2 (a positive and a negative), got {args.n}")
-    if args.samples < 0 or (args.samples and not args.sample_from):
-        raise UserError("--samples N (N >= 1) goes with --sample-from MODEL")
+    if args.sample_from and args.samples_file:
+        raise UserError("--sample-from and --samples-file both give sampled completions; keep "
+                        "one")
+    if args.samples < 0 or (args.samples and not (args.sample_from or args.samples_file)):
+        raise UserError("--samples N (N >= 1) goes with --sample-from MODEL or --samples-file "
+                        "FILE")
     if args.sample_from and args.samples == 0:
         raise UserError("--sample-from needs --samples N (how many completions to sample)")
     out = Path(args.out)
@@ -138,6 +147,16 @@ def _build(args: argparse.Namespace) -> int:
     if args.sample_from:
         head = problem_order(problems.problems, mix.seed)[:args.samples]
         sampled = _sample(args, head, out, mix.seed)
+    elif args.samples_file:
+        path = args.samples_file
+        if path == EMBEDDED:
+            path = shipped_samples(args.dataset, args.split).path
+        sampled = sampled_completions(path)
+        if args.samples:  # as a model would have sampled: the first N of the build order
+            head = {p.id for p in problem_order(problems.problems, mix.seed)[:args.samples]}
+            sampled = {pid: texts for pid, texts in sampled.items() if pid in head}
+        print(f"read {sum(map(len, sampled.values()))} sampled completion(s) of "
+              f"{len(sampled)} problem(s) from {path}")
     rows, summary = build_mix(problems.problems, args.n, mix, sampled=sampled,
                               dataset=problems.name)
     stats = write_build(out, rows, summary)

@@ -179,6 +179,25 @@ def read_rows(path: str | os.PathLike) -> list[Row]:
     return rows
 
 
+def sampled_completions(path: str | os.PathLike,
+                        generator: str | None = None) -> dict[str, list[str]]:
+    """Problem id -> the completions of one generator in a ``cooper data collect`` file, in
+    file order; failed requests are left out (they wrote nothing). ``cooper data build`` reads
+    sampled completions through this, whether it has just sampled them or was given a file, so
+    both give the same rows."""
+    rows = [r for r in read_rows(path) if r["status"] == "ok"]
+    generators = sorted({r["generator"] or "" for r in rows})
+    if generator is None and len(generators) > 1:
+        raise UserError(f"{path} holds completions of {len(generators)} generators "
+                        f"({', '.join(generators)}); a reward-model mix takes one model's: "
+                        "collect one into its own file")
+    sampled: dict[str, list[str]] = {}
+    for row in rows:
+        if generator is None or row["generator"] == generator:
+            sampled.setdefault(row["problem_id"], []).append(row["completion"])
+    return sampled
+
+
 def label(in_path: str | os.PathLike, out: str | os.PathLike, judge: Judge | None, *,
           policy: str = "agree", chunk_rows: int = 64, verifier_mode: str = "strict",
           verifier_timeout_s: float = 5.0, progress: bool = False) -> LabelStats:
