@@ -18,7 +18,7 @@ def test_demo_runs_every_stage_and_writes_its_artefacts(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     names = [s["name"] for s in summary["stages"]]
     assert names == ["prepare model", "labelled set", "train VerifyRM", "robustness suite",
-                     "Cooper RL", "Cooper report", "hacking picture"]
+                     "real completions", "Cooper RL", "Cooper report", "hacking picture"]
     for stage in summary["stages"]:
         assert stage["seconds"] >= 0
         if stage["artefact"] and stage["name"] != "prepare model":
@@ -27,8 +27,18 @@ def test_demo_runs_every_stage_and_writes_its_artefacts(tmp_path):
     assert 0.0 <= figures["suite_false_positive_rate"] <= 1.0
     suite = json.loads((out / "robustness.json").read_text())
     assert suite["overall"]["n"] > 0 and suite["dataset"] == "arith_small/test"
+    # every kind of attack scored on 40 items, so a 5% bar is two of them, not half of one
+    assert figures["suite_items_per_kind"] == 40
+    assert all(k["n"] == 40 for k in suite["kinds"].values())
     stats = json.loads((out / "rm_data.stats.json").read_text())
     assert stats["rows"] == 32 and stats["positives"] == 16  # the recipe's mix, balanced
+    # the shipped completions of the embedded model, sorted by the verifier, are in the mix
+    assert sum(stats["sampled"].values()) == 3000
+    assert stats["kinds"]["sampled_correct"]["rows"] > 0
+    # and the model was scored on held-out ones, half correct
+    real = json.loads((out / "real_completions.json").read_text())
+    assert real["n"] == 2 * real["correct"] and 0.0 <= real["accuracy"] <= 1.0
+    assert figures["real_balanced_accuracy"] == real["accuracy"]
     run = figures["cooper_run"]
     # the Cooper run summed up over its steps: pairs by source, updates, agreement first and last
     assert run["steps"] == 1 and run["mode"] == "cooper"

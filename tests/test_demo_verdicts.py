@@ -5,9 +5,10 @@ from __future__ import annotations
 from cooper.experiment.demo import verdicts
 
 
-def _figures(rate=0.0, worst=0.0, steps=6, with_pairs=5, updates=5, first=0.8, last=0.9):
+def _figures(rate=0.0, worst=0.0, steps=6, with_pairs=5, updates=5, first=0.8, last=0.9,
+             real=0.9):
     return {"suite_false_positive_rate": rate, "suite_worst_kind": "opener",
-            "suite_worst_kind_rate": worst,
+            "suite_worst_kind_rate": worst, "real_balanced_accuracy": real, "real_n": 118,
             "cooper_run": {"steps": steps, "steps_with_pairs": with_pairs, "pairs": 9,
                            "rm_updates": updates, "agreement_first": first,
                            "agreement_last": last}}
@@ -16,6 +17,7 @@ def _figures(rate=0.0, worst=0.0, steps=6, with_pairs=5, updates=5, first=0.8, l
 def test_a_working_run_reads_as_such():
     suite, cooper, agree = verdicts(_figures())
     assert suite.startswith("reward model: trusted") and "paid 0.0% of" in suite
+    assert "right on 90.0% of 118 held-out real completions" in suite
     assert cooper.startswith("Cooper: working") and "pairs on 5 of 6 steps (9 in all)" in cooper
     assert "updated on 5 of 6" in cooper
     assert "agrees with the verifier: 0.80" in agree and "0.90 of the last" in agree
@@ -26,6 +28,10 @@ def test_each_verdict_says_no_when_its_figure_misses_the_bar():
     assert "NOT trusted" in suite and "paid 3.0% of" in suite
     suite, _, _ = verdicts(_figures(rate=0.018, worst=0.2))  # overall under 2%, one kind not
     assert "NOT trusted" in suite and "20.0% of its worst kind, opener" in suite
+    suite, _, _ = verdicts(_figures(real=0.84))  # the suite passed, real completions did not
+    assert "NOT trusted" in suite and "right on 84.0% of 118" in suite
+    suite, _, _ = verdicts(_figures(real=0.85))  # the bar itself passes
+    assert suite.startswith("reward model: trusted")
     _, cooper, _ = verdicts(_figures(with_pairs=2))  # pairs on fewer than half the steps
     assert "NOT working" in cooper
     _, cooper, _ = verdicts(_figures(updates=0))  # pairs, but the reward model never moved
@@ -36,4 +42,6 @@ def test_each_verdict_says_no_when_its_figure_misses_the_bar():
 
 def test_missing_figures_leave_their_line_out():
     assert verdicts({}) == []
-    assert len(verdicts({"suite_false_positive_rate": 0.01})) == 1
+    # a task without shipped real completions: the suite decides, and the line says what is missing
+    (line,) = verdicts({"suite_false_positive_rate": 0.01})
+    assert line.startswith("reward model: trusted") and "not measured" in line

@@ -14,7 +14,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                      "robustness check, Cooper RL, report, verdicts",
         description="Prepare the embedded SmolLM2-135M-Instruct, build the reward model's "
                     "labelled set (the project's recipe), train a small VerifyRM, check it "
-                    "against the robustness suite, run a few Cooper steps and write their "
+                    "against the robustness suite and held-out real completions, run a few Cooper steps and write their "
                     "report (as `cooper report`), then print where every artefact went and "
                     "the verdicts: is the reward model trusted, did Cooper make pairs and "
                     "update it, does it agree with the verifier on the policy's rollouts. "
@@ -23,6 +23,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--steps", type=int, default=d.steps, help="Cooper steps (default: %(default)s)")
     p.add_argument("--rm-triples", type=int, default=d.rm_triples,
                    help="labelled triples for the reward model (default: %(default)s)")
+    p.add_argument("--rm-samples", default=d.rm_samples, metavar="embedded|none|FILE",
+                   help="the embedded model's own completions in the reward model's data: the "
+                        "ones that ship for the task, none (the gold-only mix), or a `cooper "
+                        "data collect` file (default: %(default)s)")
     p.add_argument("--dataset", default=d.dataset,
                    help="task of every stage (default: %(default)s, where the embedded model has "
                         "some signal)")
@@ -38,6 +42,7 @@ def _demo(args: argparse.Namespace) -> int:
     from cooper.experiment.demo import run_demo
 
     summary = run_demo(DemoSettings(out=args.out, steps=args.steps, rm_triples=args.rm_triples,
+                                    rm_samples=args.rm_samples,
                                     dataset=args.dataset, negatives=args.negatives,
                                     seed=args.seed))
     print()

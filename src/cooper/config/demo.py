@@ -17,13 +17,17 @@ class DemoSettings:
 
     out: str = "runs/demo"
     """folder for every artefact"""
-    rm_triples: int = 320
+    rm_triples: int = 1000
     """labelled rows for the reward model, from ``cooper data build``'s default mix (half
-    correct: gold solutions in several forms; half wrong: changed answers, cut-off and
-    degenerate text, another problem's solution, ...)"""
-    # the project's recipe on this task (docs/reward_model.md, "Measured figures"): 6 epochs
+    correct: gold solutions in several forms and the embedded model's verified completions;
+    half wrong: its wrong completions, changed answers, cut-off and degenerate text, another
+    problem's solution, ...)"""
+    rm_samples: str = "embedded"
+    """the embedded model's completions in the mix: ``embedded`` (the ones that ship for the
+    task), ``none`` (the gold-only mix), or a ``cooper data collect`` file"""
+    # the project's recipe on this task (docs/reward_model.md, "Measured figures"): 5 epochs
     # at a high rate for the top layers (1 epoch at the library's default rate stays at chance)
-    rm_epochs: int = 6
+    rm_epochs: int = 5
     """BCE epochs of the reward model over its rows"""
     rm_lr: float = 2e-4
     """reward-model learning rate"""
@@ -33,8 +37,9 @@ class DemoSettings:
     """reward-model input tokens"""
     dataset: str = "arith_small"
     """the task of every stage"""
-    suite_problems: int = 10
-    """test problems of the robustness suite run on the reward model before RL (14 attacks each)"""
+    suite_problems: int = 40
+    """test problems of the robustness suite run on the reward model before RL: every kind of
+    attack gets one item per problem, so a 5% bar for a kind means at most 2 of 40"""
     steps: int = 6
     """Cooper steps"""
     negatives: str = "rollouts"

@@ -5,10 +5,16 @@ Stages, each with its own progress bar, every artefact in one folder:
 1. prepare the embedded SmolLM2-135M-Instruct (once; a no-op afterwards);
 2. build the reward model's labelled set with the project's recipe (``cooper data build``'s
    default mix: gold solutions in several forms against changed answers, cut-off and degenerate
-   text, another problem's solution, ...);
+   text, another problem's solution, ..., and the embedded model's own completions sorted by
+   the verifier). The completions are the ones that ship with the package
+   (:mod:`cooper.data.embedded_samples`): sampling them takes more than half an hour on a
+   laptop, and without them the reward model does not recognise the policy's real answers;
 3. train a small VerifyRM on it (binary cross-entropy, the top layers only, to stay quick);
-4. check it against the shipped robustness suite (``cooper rm eval --suite robustness``) on
-   test problems, before any policy is paid by it;
+4. check it before any policy is paid by it, with the recipe's bars: the shipped robustness
+   suite (``cooper rm eval --suite robustness``: at least 40 test problems, so every kind of
+   attack has 40 items and a 5% bar means at most two of them), and its accuracy on held-out
+   real completions of the embedded model (the shipped test-split ones, labelled by the
+   verifier, label-balanced as ``cooper rm eval --balance 0`` does);
 5. run a few Cooper steps (preset ``demo_cpu``: GRPO, reward from the VerifyRM, the VerifyRM
    updated every step on verified positives and, by default, the same prompts' wrong
    rollouts);
@@ -17,7 +23,8 @@ Stages, each with its own progress bar, every artefact in one folder:
 7. the hacking picture: a hook, printed as such, until the hacking experiment has a testbed
    where its result is real (``docs/experiment.md``);
 8. print a summary table, where every artefact was written (also ``summary.json``), and the
-   verdicts: is the reward model trusted (suite false-positive rate), did Cooper make pairs and
+   verdicts: is the reward model trusted (suite false-positive rates and real-completion
+   accuracy), did Cooper make pairs and
    update the reward model on most steps, did the reward model agree with the verifier on the
    policy's own rollouts. The Cooper run is summed up over all its steps
    (:func:`cooper.report.run_totals.run_totals`), not by its last step alone.
@@ -41,18 +48,23 @@ from cooper.config.data_mix import DataMixConfig
 from cooper.config.demo import DemoSettings
 from cooper.config.rm import RMTrainConfig
 from cooper.config.train import load_config
-from cooper.data.mix import build_mix, write_build
+from cooper.data.embedded_samples import SHIPPED
+from cooper.data.mix import NEGATIVE_REASONS, build_mix, write_build
 from cooper.data.problems import load_problems
 from cooper.data.triples import load_triples
 from cooper.infra import embedded
 from cooper.infra.files import write_json
 from cooper.infra.models import DEFAULT_MODEL
+from cooper.labelling.label import read_rows, sampled_completions
 from cooper.report.run_report import METRICS_FILE, build_run_report
 from cooper.report.run_totals import headline, read_metrics, run_totals
 from cooper.rl.runner import run
+from cooper.rm.metrics import balanced_indices, binary_metrics
 from cooper.rm.model import RewardModel
 from cooper.rm.robustness import build_suite, format_suite, suite_problems, suite_report
 from cooper.rm.training import train_bce
+from cooper.types import Triple
+from cooper.verify.verifier import verify_batch
 
 
 @dataclass
@@ -98,9 +110,10 @@ class DemoSummary:
 
 
 STAGES = 8
-# the false-positive rates a reward model must stay under, overall and for every kind of attack
-# (docs/reward_model.md)
-SUITE_BAR, SUITE_KIND_BAR = 0.02, 0.05
+# the recipe's bars (docs/reward_model.md): false-positive rates a reward model must stay under,
+# overall and for every kind of attack, and its accuracy on label-balanced real completions
+SUITE_BAR, SUITE_KIND_BAR, REAL_BAR = 0.02, 0.05, 0.85
+REAL_BALANCE_SEED = 0  # the recipe's subset (`cooper rm eval --balance 0`): one for every seed
 AGREEMENT_BAR = 0.7  # agreement with the verifier on the first step's rollouts
 
 
@@ -126,9 +139,9 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
     _header(2, "build a labelled set for the reward model (cooper data build)")
     t0 = time.perf_counter()
     data_file = out / "rm_data.jsonl"
-    kinds = _write_mix(data_file, s.dataset, s.rm_triples, s.seed)
-    stage("labelled set", t0, f"{s.rm_triples} rows, {kinds} kinds of correct and wrong",
-          data_file)
+    kinds, sampled = _write_mix(data_file, s)
+    stage("labelled set", t0, f"{s.rm_triples} rows, {kinds} kinds of correct and wrong, "
+          f"{sampled} of them the embedded model's own completions", data_file)
 
     _header(3, "train a small VerifyRM")
     t0 = time.perf_counter()
@@ -136,17 +149,28 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
     rm = _train_rm(data_file, rm_dir, s)
     stage("train VerifyRM", t0, f"{s.rm_epochs} epochs, top {s.rm_train_layers} layers", rm_dir)
 
-    _header(4, "check the VerifyRM against the robustness suite (cooper rm eval --suite)")
+    _header(4, "check the VerifyRM: the robustness suite (cooper rm eval --suite) and held-out "
+               "real completions")
     t0 = time.perf_counter()
     suite = _robustness(rm, s, out / "robustness.json")
-    del rm
     rate = suite.overall.false_positive_rate
     summary.figures["suite_false_positive_rate"] = rate
     worst, kind = max((r.false_positive_rate, k) for k, r in suite.kinds.items())
     summary.figures["suite_worst_kind"] = kind
     summary.figures["suite_worst_kind_rate"] = worst
+    summary.figures["suite_items_per_kind"] = min(r.n for r in suite.kinds.values())
     stage("robustness suite", t0, f"false positives {rate:.1%} of {suite.overall.n} attacks",
           out / "robustness.json")
+    t0 = time.perf_counter()
+    real = _real_completions(rm, s, out / "real_completions.json")
+    del rm
+    if real is None:
+        stage("real completions", t0, f"none ship for {s.dataset}: not measured")
+    else:
+        summary.figures["real_balanced_accuracy"] = real["accuracy"]
+        summary.figures["real_n"] = real["n"]
+        stage("real completions", t0, f"accuracy {real['accuracy']:.3f} on {real['n']} "
+              "(half correct), never trained on", out / "real_completions.json")
 
     _header(5, f"Cooper RL: {s.steps} steps of GRPO with an online-updated VerifyRM")
     t0 = time.perf_counter()
@@ -184,10 +208,17 @@ def verdicts(figures: dict[str, Any]) -> list[str]:
     if rate is not None:
         kind, worst = figures.get("suite_worst_kind"), figures.get("suite_worst_kind_rate", 0.0)
         ok = rate <= SUITE_BAR and worst <= SUITE_KIND_BAR
+        real = figures.get("real_balanced_accuracy")
+        if real is None:
+            said = "its accuracy on real completions was not measured (none ship for this task)"
+        else:
+            ok = ok and real >= REAL_BAR
+            said = (f"it was right on {real:.1%} of {figures.get('real_n')} held-out real "
+                    f"completions, half of them correct (bar {REAL_BAR:.0%})")
         lines.append(f"reward model: {'trusted' if ok else 'NOT trusted'}: it paid "
                      f"{rate:.1%} of the robustness suite's wrong completions (bar "
                      f"{SUITE_BAR:.0%}) and {worst:.1%} of its worst kind, {kind} (bar "
-                     f"{SUITE_KIND_BAR:.0%} for every kind)")
+                     f"{SUITE_KIND_BAR:.0%} for every kind); {said}")
     run = figures.get("cooper_run") or {}
     if run.get("pairs") is not None:
         steps, with_pairs, updates = run["steps"], run["steps_with_pairs"], run["rm_updates"] or 0
@@ -204,12 +235,22 @@ def verdicts(figures: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _write_mix(path: Path, dataset: str, n: int, seed: int) -> int:
-    """The recipe's labelled set (``cooper data build --n N --seed S``); returns its kinds."""
-    rows, summary = build_mix(load_problems(dataset, "train").problems, n,
-                              DataMixConfig(seed=seed), dataset=dataset)
+def _write_mix(path: Path, s: DemoSettings) -> tuple[int, int]:
+    """The recipe's labelled set (``cooper data build --n N --seed S --samples-file embedded``);
+    returns its kinds and how many of its rows are the embedded model's own completions."""
+    sampled = None
+    if s.rm_samples == "embedded" and (s.dataset, "train") in SHIPPED:
+        sampled = sampled_completions(SHIPPED[(s.dataset, "train")].path)
+    elif s.rm_samples == "embedded":
+        print(f"note: no completions of the embedded model ship for {s.dataset}: the labelled "
+              "set is the gold-only mix, and the reward model has not seen a real completion")
+    elif s.rm_samples != "none":
+        sampled = sampled_completions(s.rm_samples)
+    rows, summary = build_mix(load_problems(s.dataset, "train").problems, s.rm_triples,
+                              DataMixConfig(seed=s.seed), sampled=sampled, dataset=s.dataset)
     write_build(path, rows, summary)
-    return sum(1 for k in summary.kinds.values() if k.rows)
+    kinds = sum(1 for k in summary.kinds.values() if k.rows)
+    return kinds, sum(k.rows for name, k in summary.kinds.items() if name.startswith("sampled_"))
 
 
 def _train_rm(data_file: Path, rm_dir: Path, s: DemoSettings) -> RewardModel:
@@ -219,6 +260,33 @@ def _train_rm(data_file: Path, rm_dir: Path, s: DemoSettings) -> RewardModel:
                                       train_layers=s.rm_train_layers))
     rm.save(rm_dir)
     return rm
+
+
+def _real_completions(rm: RewardModel, s: DemoSettings, path: Path) -> dict[str, Any] | None:
+    """Accuracy on the shipped held-out completions of the embedded model (test split, never
+    trained on), labelled by the verifier as ``cooper data label --policy verifier`` does and
+    label-balanced as ``cooper rm eval --balance 0``: the recipe's third bar. None when none
+    ship for the task."""
+    shipped = SHIPPED.get((s.dataset, "test"))
+    if shipped is None:
+        return None
+    rows = [r for r in read_rows(shipped.path) if r["status"] == "ok"]
+    verdicts = verify_batch([r["completion"] for r in rows], [r["reference"] for r in rows])
+    # a verifier timeout or error proves nothing either way: left out, as labelling does
+    decided = [(r, v.correct) for r, v in zip(rows, verdicts, strict=True)
+               if v.correct or v.reason in NEGATIVE_REASONS]
+    keep = balanced_indices([y for _, y in decided], REAL_BALANCE_SEED)
+    triples = [Triple(decided[i][0]["question"], decided[i][0]["reference"],
+                      decided[i][0]["completion"]) for i in keep]
+    labels = [decided[i][1] for i in keep]
+    m = binary_metrics(rm.score(triples, progress=True), labels)
+    result = {"file": str(shipped.path), "rows": len(rows), "decided": len(decided),
+              "correct": sum(y for _, y in decided), "n": m.n, "accuracy": m.accuracy,
+              "recall": m.recall, "auroc": m.auroc, "ece": m.ece, "bar": REAL_BAR}
+    print(f"held-out real completions: accuracy {m.accuracy:.3f} on {m.n} (half correct; "
+          f"recall {m.recall:.3f}, AUROC {m.auroc:.3f})")
+    write_json(path, result)
+    return result
 
 
 def _robustness(rm: RewardModel, s: DemoSettings, path: Path):
