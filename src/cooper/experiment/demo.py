@@ -195,10 +195,10 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
 HACKING_HOOK = ("The demo does not run the reward-hacking experiment: one seed of it takes about "
                 "half an hour on a 2-core CPU (`make experiment`, or `cooper experiment hacking "
                 "--preset hacking_cpu --out runs/hacking --seeds 0,1,2,3,4 --jobs 2` for five). "
-                "Its result so far (docs/experiment.md, Current result): the frozen reward "
-                "model's policy and the paper's Cooper collapse, while Cooper with the policy's "
-                "own wrong rollouts as negatives is not hacked and learns, a few points below "
-                "the verifier-paid policy.")
+                "Its result over five seeds (docs/experiment.md, Current result): the frozen "
+                "reward model's policy was hacked in 4 and the paper's Cooper in 3, while Cooper "
+                "with the policy's own wrong rollouts as negatives was never hacked and ended "
+                "2.4 points below the verifier-paid policy on average.")
 
 
 def verdicts(figures: dict[str, Any]) -> list[str]:
