@@ -312,3 +312,15 @@ def test_samples_file_of_two_generators_is_refused(tmp_path, capsys):
     assert main(["data", "build", "--dataset", "arith_small", "--n", "4", "--out",
                  str(tmp_path / "x.jsonl"), "--samples-file", str(path)]) == 2
     assert "2 generators (a, b)" in capsys.readouterr().err
+
+
+def test_samples_file_leaves_failed_requests_out_and_says_so(tmp_path, caplog):
+    from cooper.labelling.label import sampled_completions
+
+    rows = [{"question": "1+1?", "reference": "2", "completion": c, "problem_id": p,
+             "generator": "g", "status": st}
+            for c, p, st in (("\\boxed{2}", "a", "ok"), ("", "b", "failed"), ("3", "a", "ok"))]
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert sampled_completions(path) == {"a": ["\\boxed{2}", "3"]}
+    assert "1 of 3 row(s) are failed requests" in caplog.text

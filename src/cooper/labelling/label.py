@@ -185,7 +185,11 @@ def sampled_completions(path: str | os.PathLike,
     file order; failed requests are left out (they wrote nothing). ``cooper data build`` reads
     sampled completions through this, whether it has just sampled them or was given a file, so
     both give the same rows."""
-    rows = [r for r in read_rows(path) if r["status"] == "ok"]
+    every = read_rows(path)
+    rows = [r for r in every if r["status"] == "ok"]
+    if len(rows) < len(every):  # said, never silently lost
+        log.warning("%s: %d of %d row(s) are failed requests with no completion; left out",
+                    path, len(every) - len(rows), len(every))
     generators = sorted({r["generator"] or "" for r in rows})
     if generator is None and len(generators) > 1:
         raise UserError(f"{path} holds completions of {len(generators)} generators "
