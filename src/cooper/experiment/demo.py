@@ -49,13 +49,13 @@ from cooper.config.demo import DemoSettings
 from cooper.config.rm import RMTrainConfig
 from cooper.config.train import load_config
 from cooper.data.embedded_samples import SHIPPED
-from cooper.data.mix import NEGATIVE_REASONS, build_mix, write_build
+from cooper.data.mix import build_mix, write_build
 from cooper.data.problems import load_problems
 from cooper.data.triples import load_triples
 from cooper.infra import embedded
 from cooper.infra.files import write_json
 from cooper.infra.models import DEFAULT_MODEL
-from cooper.labelling.label import read_rows, sampled_completions
+from cooper.labelling.label import read_rows, sampled_completions, verifier_vote
 from cooper.report.run_report import METRICS_FILE, build_run_report
 from cooper.report.run_totals import headline, read_metrics, run_totals
 from cooper.rl.runner import run
@@ -274,7 +274,7 @@ def _real_completions(rm: RewardModel, s: DemoSettings, path: Path) -> dict[str,
     verdicts = verify_batch([r["completion"] for r in rows], [r["reference"] for r in rows])
     # a verifier timeout or error proves nothing either way: left out, as labelling does
     decided = [(r, v.correct) for r, v in zip(rows, verdicts, strict=True)
-               if v.correct or v.reason in NEGATIVE_REASONS]
+               if verifier_vote(v.correct, v.reason) != "undecided"]
     keep = balanced_indices([y for _, y in decided], REAL_BALANCE_SEED)
     triples = [Triple(decided[i][0]["question"], decided[i][0]["reference"],
                       decided[i][0]["completion"]) for i in keep]
