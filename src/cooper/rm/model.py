@@ -88,6 +88,12 @@ def _decoder_layers(model: PreTrainedModel) -> torch.nn.ModuleList:
                     "train all layers instead (leave train_layers unset)")
 
 
+def agreement_tolerance(rm: RewardModel) -> float:
+    """Largest logit difference accepted between a faster path (frozen layers cached) and the
+    full model."""
+    return 1e-3 if rm.model.dtype.itemsize >= 4 else 5e-2
+
+
 def check_temperature(value: Any) -> float:
     """A usable temperature (a finite number > 0) as a float, or a UserError."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \

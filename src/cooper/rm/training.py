@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 from cooper.errors import UserError
 from cooper.rm.losses import bce_loss
 from cooper.rm.metrics import BinaryMetrics, binary_metrics
-from cooper.rm.model import RewardModel, progress_bar
-from cooper.rm.trunk import FrozenTrunk, agreement_tolerance, unsupported
+from cooper.rm.model import RewardModel, agreement_tolerance, progress_bar
+from cooper.rm.trunk import FrozenTrunk, unsupported
 
 if TYPE_CHECKING:
     import torch

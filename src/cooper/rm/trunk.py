@@ -28,7 +28,7 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from cooper.rm.model import RewardModel, progress_bar
+from cooper.rm.model import RewardModel, agreement_tolerance, progress_bar
 
 if TYPE_CHECKING:
     import torch
@@ -40,11 +40,6 @@ DEFAULT_MAX_CACHE_BYTES = 4 << 30
 DEFAULT_STEP_CACHE_BYTES = 1 << 30
 # forward passes that scale inputs_embeds themselves (Gemma multiplies by sqrt(hidden_size))
 _RESCALING_FAMILIES = ("gemma",)
-
-
-def agreement_tolerance(rm: RewardModel) -> float:
-    """Largest logit difference accepted between the cached path and the full model."""
-    return 1e-3 if rm.model.dtype.itemsize >= 4 else 5e-2
 
 
 def trained_top_layers(rm: RewardModel) -> int | None:
