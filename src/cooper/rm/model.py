@@ -31,11 +31,13 @@ How the model learns is in :mod:`cooper.rm.training` (BCE on labelled triples) a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from itertools import accumulate
 from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,6 +51,8 @@ from cooper.infra.models import (
     resolve,
 )
 from cooper.rm.calibration import apply_temperature
+from cooper.rm.memo import LogitMemo
+from cooper.rm.prefix import PrefixGroup, batch_order, plan_groups, prefix_logits
 from cooper.rm.template import (
     COOPER,
     CUT_MARKER,
@@ -88,9 +92,13 @@ def _decoder_layers(model: PreTrainedModel) -> torch.nn.ModuleList:
                     "train all layers instead (leave train_layers unset)")
 
 
+# inputs the first shared-prefix batch is also run in full for (RewardModel.logits_of_ids)
+CHECK_INPUTS = 8
+
+
 def agreement_tolerance(rm: RewardModel) -> float:
-    """Largest logit difference accepted between a faster path (frozen layers cached) and the
-    full model."""
+    """Largest logit difference accepted between a faster path (frozen layers cached, or a
+    shared prefix run once) and the full model."""
     return 1e-3 if rm.model.dtype.itemsize >= 4 else 5e-2
 
 
@@ -173,6 +181,9 @@ class RewardModel:
         self.spec_extra = dict(spec_extra or {})
         self._marker = tokenizer(CUT_MARKER, add_special_tokens=False,
                                  split_special_tokens=True)["input_ids"]
+        # shared prefixes run once (logits_of_ids): None until the first such batch is checked
+        self.share_prefixes: bool | None = None
+        self._full = 0  # open full_forwards() blocks
 
     @classmethod
     def load(cls, name_or_path: str | os.PathLike = DEFAULT_MODEL, *,
@@ -280,10 +291,77 @@ class RewardModel:
         return cast
 
     def logits_of_ids(self, ids: Sequence[list[int]]) -> torch.Tensor:
-        """Raw logits [N] of encoded inputs, with grad when grad is enabled."""
+        """Raw logits [N] of encoded inputs, with grad when grad is enabled.
+
+        Inputs that share a prefix (the samples of one prompt) run it once
+        (:mod:`cooper.rm.prefix`), unless :meth:`full_forwards` is open or the first such batch
+        disagreed with full forwards (:attr:`share_prefixes`).
+        """
+        import torch
+
+        groups = plan_groups(ids) if self.share_prefixes is not False and self._full == 0 \
+            else []
+        shared = [g for g in groups if g.prefix]
+        if not shared:
+            return self.full_logits(ids)
+        if self.share_prefixes is None:  # first use: the same logits as full forwards?
+            self._check_prefix_sharing(ids, shared)
+            if not self.share_prefixes:  # disagreed, or undecided (non-finite logits)
+                return self.full_logits(ids)
+        alone = [g.members[0] for g in groups if not g.prefix]
+        with self.autocast():
+            parts = [prefix_logits(self.model, ids, shared, self.tokenizer.pad_token_id)]  # [S]
+        if alone:
+            parts.append(self.full_logits([ids[i] for i in alone]))  # [N - S]
+        where = torch.tensor([m for g in shared for m in g.members] + alone)  # [N]
+        out = torch.cat(parts)  # [N] in the order of `where`
+        return out[torch.argsort(where).to(out.device)]  # [N] in input order
+
+    def full_logits(self, ids: Sequence[list[int]]) -> torch.Tensor:
+        """Raw logits [N] of whole sequences, right-padded into one batch."""
         with self.autocast():
             out = self.model(**self._batch(ids))
         return out.logits[:, 0].float()  # [N]
+
+    def _check_prefix_sharing(self, ids: Sequence[list[int]], shared: list[PrefixGroup]) -> None:
+        """Compare shared-prefix logits with full forwards once (on the first groups, about
+        :data:`CHECK_INPUTS` inputs); keep sharing only if they agree
+        within :func:`agreement_tolerance` (a model whose cache or masks behave otherwise, such
+        as one whose attention is not causal, falls back to full forwards for good)."""
+        import torch
+
+        shared = [g for g, seen in zip(shared, accumulate(len(g.members) for g in shared),
+                                       strict=True) if seen - len(g.members) < CHECK_INPUTS]
+        members = [m for g in shared for m in g.members]
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                with self.autocast():
+                    fast = prefix_logits(self.model, ids, shared, self.tokenizer.pad_token_id)
+                full = self.full_logits([ids[m] for m in members])
+            diff = (fast - full).abs().max().item()
+            reason = f"they differ by {diff:.2g}" if diff > agreement_tolerance(self) else None
+        except Exception as e:  # noqa: BLE001 - any failure means: do not use the fast path
+            diff, reason = 0.0, f"{type(e).__name__}: {e}"
+        finally:
+            self.model.train(was_training)
+        if not math.isfinite(diff):  # a non-finite model decides nothing: ask again next time
+            return
+        self.share_prefixes = reason is None
+        if reason is not None:
+            log.warning("reward model: scoring shared prefixes once does not reproduce full "
+                        "forward passes (%s); running full forward passes", reason)
+
+    @contextlib.contextmanager
+    def full_forwards(self) -> Iterator[None]:
+        """While open, every forward runs whole sequences through the model's own forward (what
+        forward hooks such as :class:`cooper.rm.trunk.StepStates` rely on)."""
+        self._full += 1
+        try:
+            yield
+        finally:
+            self._full -= 1
 
     def logits(self, triples: Sequence[Triple]) -> torch.Tensor:
         """Raw logits [N] (grad enabled: this is the training path)."""
@@ -292,20 +370,25 @@ class RewardModel:
         return self.logits_of_ids([self.encode(t) for t in triples])
 
     def score(self, triples: Sequence[Triple], *, batch_size: int = 16,
-              sort_by_length: bool = True, progress: bool = False) -> list[float]:
+              sort_by_length: bool = True, progress: bool = False,
+              memo: LogitMemo | None = None) -> list[float]:
         """Rewards ``sigmoid(logit / temperature)`` in input order (module docstring)."""
         return apply_temperature(self.raw_logits(
-            triples, batch_size=batch_size, sort_by_length=sort_by_length, progress=progress),
-            self.temperature)
+            triples, batch_size=batch_size, sort_by_length=sort_by_length, progress=progress,
+            memo=memo), self.temperature)
 
     def raw_logits(self, triples: Sequence[Triple], *, batch_size: int = 16,
-                   sort_by_length: bool = True, progress: bool = False) -> list[float]:
-        """Logits before the temperature, in input order, without grad; batches hold similar
-        lengths.
+                   sort_by_length: bool = True, progress: bool = False,
+                   memo: LogitMemo | None = None) -> list[float]:
+        """Logits before the temperature, in input order, without grad.
 
         Identical inputs are run once: a policy's group of samples often repeats itself (about
         half of a 16-sample group of the CPU testbed's policy are repeats, more once it
-        converges), and the model is a function of the tokens.
+        converges), and the model is a function of the tokens. With ``sort_by_length`` the
+        batches hold the samples of one prompt together (their shared prefix runs once,
+        :meth:`logits_of_ids`) and the other inputs longest first (little padding, and memory
+        peaks show early). A ``memo`` (only for weights that do not change) answers the inputs it
+        has seen and keeps the new ones.
         """
         import torch
 
@@ -314,25 +397,37 @@ class RewardModel:
         slot: dict[tuple[int, ...], int] = {}  # token ids -> index among the distinct inputs
         where = [slot.setdefault(tuple(self.encode(t)), len(slot)) for t in triples]
         encoded = [list(ids) for ids in slot]
-        order = list(range(len(encoded)))
-        if sort_by_length:  # longest first: padding stays small and memory peaks show early
-            order.sort(key=lambda i: -len(encoded[i]))
-        out = [0.0] * len(encoded)
+        out: list[float | None] = [None] * len(encoded)
+        if memo is not None:
+            out = [memo.get(ids) for ids in encoded]
+        todo = [i for i, x in enumerate(out) if x is None]
         was_training = self.model.training
         self.model.eval()
-        bar = progress_bar(len(encoded), "scoring", progress)
+        bar = progress_bar(len(todo), "scoring", progress)
         try:
             with torch.inference_mode():
-                for k in range(0, len(order), batch_size):
-                    idx = order[k:k + batch_size]
+                for idx in self._batches(encoded, todo, batch_size, sort_by_length):
                     logits = self.logits_of_ids([encoded[i] for i in idx])  # [B]
                     for i, x in zip(idx, logits.tolist(), strict=True):
                         out[i] = x
+                        if memo is not None:
+                            memo.put(encoded[i], x)
                     bar.update(len(idx))
         finally:
             bar.close()
             self.model.train(was_training)
-        return [out[i] for i in where]
+        return [out[i] for i in where]  # type: ignore[misc]
+
+    def _batches(self, encoded: Sequence[list[int]], todo: list[int], batch_size: int,
+                 sort: bool) -> list[list[int]]:
+        """The order :meth:`raw_logits` runs ``todo`` in, cut into batches."""
+        if not sort:
+            return [todo[k:k + batch_size] for k in range(0, len(todo), batch_size)]
+        if self.share_prefixes is False or self._full:
+            ordered = sorted(todo, key=lambda i: -len(encoded[i]))
+            return [ordered[k:k + batch_size] for k in range(0, len(ordered), batch_size)]
+        return [[todo[j] for j in batch]
+                for batch in batch_order([encoded[i] for i in todo], batch_size)]
 
     def train_top_layers(self, k: int | None) -> int:
         """Train only the top ``k`` decoder layers (+ final norm and score head); None: all.

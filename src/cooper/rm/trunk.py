@@ -160,7 +160,7 @@ class FrozenTrunk:
         was_training = self.rm.model.training
         self.rm.model.eval()
         with torch.no_grad():
-            diff = (self.logits(states) - self.rm.logits_of_ids(ids)).abs().max().item()
+            diff = (self.logits(states) - self.rm.full_logits(ids)).abs().max().item()
         self.rm.model.train(was_training)
         return diff
 
@@ -233,7 +233,8 @@ class StepStates:
         handles = [rm.model.register_forward_pre_hook(take_inputs, with_kwargs=True),
                    base.layers[split].register_forward_pre_hook(take_states, with_kwargs=True)]
         try:
-            yield
+            with rm.full_forwards():  # the hooks read whole sequences through rm.model's forward
+                yield
         finally:
             for h in handles:
                 h.remove()

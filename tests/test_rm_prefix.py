@@ -1,0 +1,194 @@
+"""Shared prefixes run once: the grouping by hand, and the logits and gradients of full forwards."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+from cooper.rm import prefix
+from cooper.rm.memo import LogitMemo
+from cooper.rm.model import RewardModel
+from cooper.rm.prefix import PrefixGroup, batch_order, chunks, common_prefix, plan_groups
+from cooper.rm.update import PairwiseUpdater
+from cooper.types import Triple
+
+# two questions, several completions each (a shared start too), and one input sharing nothing
+TRIPLES = ([Triple("What is 3+4?", "7", c) for c in
+            ("3+4=7. #### 7", "3+4=8. #### 8", "Add: 3+4=7. " * 3 + "#### 7", "7")]
+           + [Triple("What is 12+30?", "42", c) for c in ("12+30=42. #### 42", "#### 41")]
+           + [Triple("Name a colour.", "red", "Red is a colour, and so is blue. #### red")])
+
+
+@pytest.fixture
+def rm(tiny_models):
+    torch.manual_seed(0)
+    return RewardModel.load(tiny_models.reward, max_length=256)
+
+
+def test_common_prefix():
+    assert common_prefix([1, 2, 3], [1, 2, 4, 5]) == 2
+    assert common_prefix([1, 2], [1, 2, 3]) == 2
+    assert common_prefix([], [1]) == 0
+
+
+def test_groups_by_hand():
+    ids = [[1, 2, 3, 4, 5, 6, 7], [9, 9], [1, 2, 3, 4, 5, 6, 8], [1, 2, 3, 4, 5, 6, 7, 9]]
+    groups = plan_groups(ids)
+    # the three inputs starting 1..6 share 6 tokens (7 with each other, 6 with input 2); [9, 9]
+    # shares nothing; every input is in exactly one group
+    assert groups == [PrefixGroup(6, (0, 3, 2)), PrefixGroup(0, (1,))]
+
+
+def test_a_member_keeps_its_last_token_and_short_prefixes_are_not_shared():
+    # the shorter input is a prefix of the longer one: the shared part stops one token before
+    # its end, so its scored token runs in the suffix pass
+    assert plan_groups([[1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5]]) == [PrefixGroup(4, (1, 0))]
+    # three shared tokens are under MIN_PREFIX (4): both run alone
+    assert plan_groups([[1, 2, 3, 7], [1, 2, 3, 8]]) == [PrefixGroup(0, (0,)), PrefixGroup(0, (1,))]
+
+
+def test_a_distant_neighbour_does_not_shrink_a_long_prefix():
+    a, b = [1] * 20 + [2], [1] * 20 + [3]
+    c = [1, 1, 5, 6, 7, 8]  # two tokens in common with a and b
+    groups = plan_groups([a, b, c])
+    # joining would cost a and b 18 tokens each to save c's 2: it stays alone
+    assert PrefixGroup(20, (0, 1)) in groups and PrefixGroup(0, (2,)) in groups
+
+
+def test_chunks_keep_groups_together_and_cut_large_ones():
+    groups = [PrefixGroup(5, (0, 1, 2)), PrefixGroup(4, (3, 4)), PrefixGroup(6, tuple(range(5, 12)))]
+    got = chunks(groups, 4)
+    assert [[g.members for g in chunk] for chunk in got] == [
+        [(0, 1, 2)], [(3, 4)], [(5, 6, 7, 8)], [(9, 10, 11)]]
+    assert all(sum(len(g.members) for g in chunk) <= 4 for chunk in got)
+
+
+def test_batch_order_covers_every_input_once():
+    ids = [[1, 2, 3, 4, 5, 6], [8], [1, 2, 3, 4, 5, 7], [9, 9, 9]]
+    order = batch_order(ids, 2)
+    assert order == [[0, 2], [3, 1]]  # the group, then the others longest first
+
+
+def test_shared_prefix_logits_and_gradients_equal_full_forwards(rm):
+    ids = [rm.encode(t) for t in TRIPLES]
+    groups = [g for g in plan_groups(ids) if g.prefix]
+    # two groups with prefixes of different lengths: the padded prefix batch is exercised
+    assert len(groups) == 2 and len({g.prefix for g in groups}) == 2
+    members = [m for g in groups for m in g.members]
+    rm.model.eval()
+    full = rm.full_logits([ids[m] for m in members])
+    full.sum().backward()
+    want = {n: p.grad.clone() for n, p in rm.model.named_parameters()}
+    rm.model.zero_grad(set_to_none=True)
+    fast = prefix.prefix_logits(rm.model, ids, groups, rm.tokenizer.pad_token_id)
+    fast.sum().backward()
+    assert fast.tolist() == pytest.approx(full.tolist(), abs=1e-5)
+    for name, p in rm.model.named_parameters():
+        # the prefix's weights get their gradient through the cached keys and values
+        assert torch.allclose(p.grad, want[name], atol=1e-5), name
+
+
+def test_scores_are_those_of_full_forwards(rm):
+    shared = rm.score(TRIPLES, batch_size=3)
+    assert rm.share_prefixes is True  # checked on the first batch that had a group
+    rm.share_prefixes = False
+    full = rm.score(TRIPLES, batch_size=3)
+    assert shared == pytest.approx(full, abs=1e-6)
+
+
+def test_a_prefix_path_that_disagrees_is_dropped_for_good(rm, monkeypatch, caplog):
+    real = prefix.prefix_logits
+
+    def wrong(*args, **kwargs):  # a planted fault: a cache that does not reproduce the model
+        return real(*args, **kwargs) + 1.0
+
+    monkeypatch.setattr("cooper.rm.model.prefix_logits", wrong)
+    rm.share_prefixes = None
+    with caplog.at_level(logging.WARNING):
+        scores = rm.score(TRIPLES, batch_size=8)
+    assert rm.share_prefixes is False
+    assert "does not reproduce full forward passes" in caplog.text
+    monkeypatch.undo()
+    assert scores == pytest.approx(rm.score(TRIPLES, batch_size=8), abs=1e-6)
+
+
+def test_full_forwards_switch_sharing_off_while_open(rm, monkeypatch):
+    calls = []
+    monkeypatch.setattr("cooper.rm.model.prefix_logits",
+                        lambda *a, **k: calls.append(1) or prefix.prefix_logits(*a, **k))
+    with rm.full_forwards():
+        rm.score(TRIPLES)
+    assert calls == []
+    rm.score(TRIPLES)
+    assert calls
+
+
+def test_a_memo_answers_what_it_has_seen(rm):
+    memo = LogitMemo()
+    first = rm.raw_logits(TRIPLES, memo=memo)
+    assert len(memo) == len(TRIPLES) and memo.misses == len(TRIPLES) and memo.hits == 0
+    with torch.no_grad():  # the weights change: a memo must not be used then, and it shows
+        for p in rm.model.parameters():
+            p.add_(0.5)
+    again = rm.raw_logits(TRIPLES, memo=memo)
+    assert again == first and memo.hits == len(TRIPLES)
+    assert rm.raw_logits(TRIPLES) != pytest.approx(first)
+
+
+def test_a_full_memo_forgets_its_oldest_entry():
+    memo = LogitMemo(max_entries=2)
+    memo.put([1], 0.1)
+    memo.put([2], 0.2)
+    memo.put([3], 0.3)
+    assert memo.get([1]) is None and memo.get([2]) == 0.2 and memo.get([3]) == 0.3
+    with pytest.raises(ValueError):
+        LogitMemo(0)
+
+
+# ------------------------------------------------------------ the update: distinct inputs, once
+
+def _updated(tiny_models, micro_batch_size: int, pos, neg) -> tuple[dict, float]:
+    """The update's gradients (clipped) and its loss."""
+    torch.manual_seed(0)
+    rm = RewardModel.load(tiny_models.reward, max_length=256)
+    updater = PairwiseUpdater(rm, lr=1e-2, micro_batch_size=micro_batch_size)
+    stats = updater.step(pos, neg)
+    assert stats.changed_fraction > 0.5
+    # the pass's gradient, clipped, stays on the weights until the next pass
+    return {n: p.grad.clone() for n, p in rm.model.named_parameters()}, stats.loss
+
+
+def _naive(tiny_models, pos, neg) -> tuple[dict, float]:
+    """The reference: every pair's two inputs through full forwards, pair by pair (gradients,
+    clipped, and the mean loss)."""
+    torch.manual_seed(0)
+    rm = RewardModel.load(tiny_models.reward, max_length=256)
+    updater = PairwiseUpdater(rm, lr=1e-2)
+    rm.model.eval()
+    loss = 0.0
+    for p, n in zip(pos, neg, strict=True):
+        logits = rm.full_logits([rm.encode(p), rm.encode(n)])
+        step = updater.objective(logits[:1], logits[1:], len(pos))
+        step.backward()
+        loss += step.item()
+    torch.nn.utils.clip_grad_norm_(updater.params, updater.max_grad_norm)
+    return {n: p.grad.clone() for n, p in rm.model.named_parameters()}, loss
+
+
+def test_the_update_equals_pairs_run_one_by_one(tiny_models):
+    # rollout negatives: each positive with the same two hardest wrong rollouts
+    q = TRIPLES[0]
+    right = [Triple(q.question, q.reference, c) for c in ("3+4=7. #### 7", "So 7. #### 7")]
+    wrong = [Triple(q.question, q.reference, c) for c in ("3+4=8. #### 8", "#### 6")]
+    pos = [right[0], right[0], right[1], right[1], TRIPLES[4]]
+    neg = [wrong[0], wrong[1], wrong[0], wrong[1], TRIPLES[5]]
+    want, want_loss = _naive(tiny_models, pos, neg)
+    # one forward with grad (6 distinct inputs <= 2 x 8), and batches of 2 (the loss's
+    # d/dlogit first, then each batch's forward differentiated against it)
+    for micro in (8, 1):
+        got, loss = _updated(tiny_models, micro, pos, neg)
+        assert loss == pytest.approx(want_loss, abs=1e-5)
+        for name, g in want.items():
+            assert torch.allclose(got[name], g, atol=1e-6), (micro, name)
