@@ -99,7 +99,11 @@ def test_the_update_on_scoring_states_equals_the_full_model(tiny_models):
     # two epochs of pairs, one negative written by an assistant (not scored): same update
     positives, negatives = [SCORED[0], SCORED[1]], [SCORED[2], WRITTEN]
     a, b = cached.step(positives, negatives), full.step(positives, negatives)
-    assert (states.reused, states.computed) == (4 + 3 + 4, 1)  # WRITTEN ran once, then kept
+    # four distinct inputs in batches of 2 x micro_batch_size = 2: each epoch takes their
+    # logits without grad, then each batch's with grad (PairwiseUpdater._pass); WRITTEN ran once
+    # (its frozen layers), then was kept: 3 + 4 in the first epoch, 4 + 4 in the second, after
+    # the 4 above
+    assert (states.reused, states.computed) == (4 + 3 + 4 + 4 + 4, 1)
     assert len(states) == 0  # the states belong to the step
     assert a.loss == pytest.approx(b.loss, abs=1e-6) and a.pair_acc_before == b.pair_acc_before
     assert a.grad_norm == pytest.approx(b.grad_norm, rel=1e-4) and a.changed_fraction > 0.9

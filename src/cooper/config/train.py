@@ -193,7 +193,8 @@ class RMUpdateConfig:
     max_attempts: int = 3
     """assistant attempts per negative before falling back or dropping the pair (paper: 3)"""
     micro_batch_size: int = 8
-    """pairs per forward/backward of the reward-model update"""
+    """bounds the reward-model update's memory: each forward with grad holds at most twice this
+    many distinct inputs (a pair's two)"""
     pair_metrics: bool = True
     """in rule and rm modes, still build the step's pairs to log the reward model's pair accuracy"""
     loss: str = "bradley_terry"

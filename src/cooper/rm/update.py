@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 from cooper.errors import UserError
 from cooper.rm.losses import pair_objective
-from cooper.rm.training import param_groups
+from cooper.rm.prefix import batch_order
+from cooper.rm.training import adamw
 from cooper.rm.trunk import StepStates, trained_top_layers, unsupported
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ class PairwiseUpdater:
         self.params = [p for p in rm.model.parameters() if p.requires_grad]
         if not self.params:
             raise UserError("the reward model has no trainable parameters")
-        self.optimizer = torch.optim.AdamW(param_groups(self.params, weight_decay), lr=lr)
+        self.optimizer = adamw(self.params, weight_decay, lr)
         # only the top layers trained: the step's scoring pass computes the rest (rm.trunk)
         top = trained_top_layers(rm)
         reason = unsupported(rm, top, 0) if top is not None else "every layer trained"
@@ -127,6 +128,14 @@ class PairwiseUpdater:
               reduce_grads) -> tuple[float, int, bool, float]:
         """One pass over the pairs: gradients, summed across processes, clipped.
 
+        Each distinct input runs once, however many pairs it is in (with rollout negatives a
+        prompt's hardest wrong rollout is the negative of every positive of that prompt), and the
+        samples of one prompt share their prefix (:mod:`cooper.rm.prefix`). When they all fit in
+        one forward of ``2 x micro_batch_size`` inputs, the loss is differentiated through it;
+        otherwise a forward without grad gives the loss and each input's d loss / d logit, and
+        each batch's forward with grad is then differentiated against those: the same gradient
+        (the loss depends on the weights only through the logits), in bounded memory.
+
         Returns (summed loss x total, pairs ranked right, finite, gradient norm).
         """
         import torch
@@ -136,20 +145,34 @@ class PairwiseUpdater:
                 p.grad = torch.zeros_like(p)
         self.optimizer.zero_grad(set_to_none=False)
         loss_sum, right, finite = 0.0, 0, True
-        n, m = len(positives), self.micro_batch_size
-        for k in range(0, n, m):
-            pos, neg = positives[k:k + m], negatives[k:k + m]
-            logits = self._logits([*pos, *neg])  # [2m]: positives then negatives
-            pos_l, neg_l = logits[:len(pos)], logits[len(pos):]  # [m], [m]
-            # summed over the chunk and divided by the global count: micro-batches and
-            # processes add up to the mean over all pairs
+        if positives:
+            slot: dict[tuple[int, ...], int] = {}  # token ids -> index among the distinct inputs
+            pos_at = [slot.setdefault(tuple(x), len(slot)) for x in positives]  # [P]
+            neg_at = [slot.setdefault(tuple(x), len(slot)) for x in negatives]  # [P]
+            distinct = [list(k) for k in slot]  # [D]
+            batches = batch_order(distinct, 2 * self.micro_batch_size)
+            if len(batches) == 1:
+                logits = self._logits(distinct)  # [D], with grad
+            else:
+                with torch.no_grad():
+                    logits = torch.empty(len(distinct))  # [D]
+                    for b in batches:
+                        logits[b] = self._logits([distinct[i] for i in b]).cpu()
+                logits.requires_grad_(True)
+            pos_l, neg_l = logits[pos_at], logits[neg_at]  # [P], [P]
+            # summed over the pairs and divided by the global count: processes add up to the
+            # mean over all pairs
             loss = self.objective(pos_l, neg_l, total)
-            if not torch.isfinite(loss):
-                finite = False
-                break
-            loss.backward()
-            loss_sum += loss.item() * total
-            right += int((pos_l > neg_l).sum())
+            finite = bool(torch.isfinite(loss))
+            if finite:
+                loss.backward()
+                if len(batches) > 1:  # d loss / d logit of each input, then through the model
+                    coef = logits.grad  # [D]
+                    for b in batches:
+                        mine = self._logits([distinct[i] for i in b])  # [B], with grad
+                        (mine * coef[b].to(mine.device)).sum().backward()
+                loss_sum = loss.item() * total
+                right = int((pos_l > neg_l).sum())
         grads = [p.grad for p in self.params]
         if not finite:
             # poison the gradients rather than return early: the other processes are waiting
