@@ -55,6 +55,7 @@ from cooper.rl.pairs import (
     shard,
 )
 from cooper.rm.losses import pair_objective
+from cooper.rm.memo import LogitMemo
 from cooper.types import Pair, Rollout, Triple
 
 if TYPE_CHECKING:
@@ -158,7 +159,6 @@ class CooperReward:
         self.verify_lenient = verify_lenient or verify
         self.negatives_per_positive = u.negatives_per_positive
         self.positives_per_prompt, self.positive_choice = u.positives_per_prompt, u.positive_choice
-        self.micro_batch_size = u.micro_batch_size
         # the loss a frozen reward model is measured with: the one the update would minimise
         self.objective = pair_objective(u.loss, margin=u.margin, anchor_weight=u.anchor_weight)
         self.score_batch_size, self.seed = score_batch_size, seed
@@ -168,6 +168,10 @@ class CooperReward:
         self.background = self.negatives is not None and background
         self._executor = ThreadPoolExecutor(1, "cooper-negatives") if self.background else None
         self._pending: _Pending | None = None
+        # a reward model that is never updated here gives the same logit for the same text:
+        # remember them (rm.memo); Cooper's is updated every step, so it has none
+        self._memo = (LogitMemo() if plan.scores_with_rm and plan.stage2 is not Stage2.UPDATE
+                      else None)
 
     @classmethod
     def from_config(cls, cfg: TrainConfig, **parts) -> CooperReward:
@@ -206,7 +210,7 @@ class CooperReward:
             with keep:
                 scores = self.rm.score([Triple(q, r, c) for q, r, c in
                                         zip(questions, references, completions, strict=True)],
-                                       batch_size=self.score_batch_size)
+                                       batch_size=self.score_batch_size, memo=self._memo)
             seconds["rm_score"] = time.perf_counter() - t
         rollouts = [Rollout(str(pid), q, ref, c, bool(v.correct), v.extracted, s)
                     for pid, q, ref, c, v, s in zip(problem_ids, questions, references,
@@ -327,23 +331,15 @@ class CooperReward:
             seconds_update=time.perf_counter() - t, changed_fraction=changed)
 
     def _measure_pairs(self, pos: list[Triple], neg: list[Triple]) -> list[float]:
-        """(summed loss, pairs ranked right) of the frozen reward model: the same objective
-        and the same eval-mode forward as the update's first pass, in micro-batches."""
+        """(summed loss, pairs ranked right) of the frozen reward model: the same objective on
+        the same eval-mode logits as the update's first pass. The logits are those of scoring
+        (each distinct input once; a positive is a rollout just scored, so the memo has it)."""
         import torch
 
-        loss, right, m = 0.0, 0, self.micro_batch_size
-        was_training = self.rm.model.training
-        self.rm.model.eval()
-        try:
-            with torch.inference_mode():
-                for k in range(0, len(pos), m):
-                    logits = self.rm.logits([*pos[k:k + m], *neg[k:k + m]])  # [2m]
-                    lp, ln = logits[:len(pos[k:k + m])], logits[len(pos[k:k + m]):]  # [m], [m]
-                    loss += self.objective(lp, ln, 1.0).item()  # summed over the chunk
-                    right += int((lp > ln).sum())
-        finally:
-            self.rm.model.train(was_training)
-        return [loss, float(right)]
+        logits = torch.tensor(self.rm.raw_logits([*pos, *neg], batch_size=self.score_batch_size,
+                                                 memo=self._memo))  # [2P]
+        lp, ln = logits[:len(pos)], logits[len(pos):]  # [P], [P]
+        return [self.objective(lp, ln, 1.0).item(), float((lp > ln).sum())]
 
     def source_metrics(self) -> dict[str, float]:
         """Counters of the negative sources that keep any (an endpoint's requests, retries,
