@@ -10,7 +10,8 @@ memory carries over from one stage to the next), at most ``jobs`` at a time, eac
 Setups are the exception when there are fewer seeds than jobs: nothing else can run beside them
 (every arm waits for its seed's setup), so they share the cores among themselves
 (:func:`setup_threads`; one seed with ``--jobs 2`` sets up on both cores).
-Stages skip or resume what is done on their own, so a parallel run that was interrupted
+A seed's arms start longest first (:func:`longest_first`), so that no long arm runs alone at
+the end. Stages skip or resume what is done on their own, so a parallel run that was interrupted
 continues like a sequential one.
 
 Takes the stage functions (module-level, so a worker can import them) and the experiment's
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from cooper.config.experiment import ExperimentConfig
+from cooper.config.train import Stage2
 from cooper.errors import UserError
 from cooper.infra.allocator import keep_freed_memory
 from cooper.report.experiment_layout import seed_dir
@@ -64,6 +66,14 @@ def threads_per_job(jobs: int) -> int:
 def setup_threads(jobs: int, seeds: int) -> int:
     """Torch threads for each setup: the cores shared among the setups that run at once."""
     return max(1, cores() // max(1, min(jobs, seeds)))
+
+
+def longest_first(exp: ExperimentConfig, arms: list[str]) -> list[str]:
+    """``arms`` in the order they are started in workers: those that update the reward model
+    (the longest, Stage 2 being a forward and backward pass) first, then the others, each in the
+    given order. Started last, a long arm would run alone at the end while the other cores
+    wait."""
+    return sorted(arms, key=lambda a: exp.arm_train(a).plan().stage2 is not Stage2.UPDATE)
 
 
 def run_stages(exp: ExperimentConfig, out: Path, stages: Stages, jobs: int = 1, *,
@@ -129,7 +139,7 @@ def _in_workers(plan: list[tuple[int, ExperimentConfig, Path]], arms: list[str],
                     log.info("%s: done", key)
                 elif failure is None:  # the seed's setup is ready: its arms can start
                     exp_s, folder = by_seed[seed]
-                    for a in arms:
+                    for a in longest_first(exp_s, arms):
                         submit(seed, a, stages.arm, exp_s, a, folder, result)
     except BaseException:  # Ctrl-C above all: do not wait for the workers (they got it too)
         pool.shutdown(wait=False, cancel_futures=True)
