@@ -35,3 +35,10 @@ def test_a_lone_setup_runs_on_every_core_and_the_arms_share_them(tmp_path, monke
     two = jobs.run_stages(load_experiment("hacking_cpu", ["arms=rule", "seeds=0,1"]),
                           tmp_path / "two", stages, jobs=2)
     assert two[0]["rule"]["setup"] == 1 and two[1]["rule"]["setup"] == 1
+
+
+def test_arms_that_update_the_reward_model_start_first():
+    exp = load_experiment("hacking_cpu")
+    assert exp.arm_list == ["rule", "rm", "cooper", "cooper_rollouts"]
+    assert jobs.longest_first(exp, exp.arm_list) == ["cooper", "cooper_rollouts", "rule", "rm"]
+    assert jobs.longest_first(exp, ["rm", "rule"]) == ["rm", "rule"]

@@ -124,8 +124,9 @@ def test_the_update_reuses_the_scoring_pass_of_training_steps_only(tiny_models):
     assert len(updater.step_states) == 3
     st = cooper.update()
     assert st.pairs == 2 and st.updated
-    # both pairs' members came from the scoring pass; nothing is kept after the update
-    assert (updater.step_states.reused, updater.step_states.computed) == (4, 0)
+    # both pairs' members came from the scoring pass (their shared positive once); nothing is
+    # kept after the update
+    assert (updater.step_states.reused, updater.step_states.computed) == (3, 0)
     assert len(updater.step_states) == 0
 
 
@@ -159,35 +160,37 @@ def test_a_positive_without_a_wrong_rollout_is_counted_as_dropped():
     assert st.grad_norm is None and not st.updated  # a frozen reward model is never updated
 
 
-class LogitsByText(ScoresByText):
-    """A frozen reward model measured on pairs: logits in chunks, recorded, in eval mode."""
+def test_a_frozen_reward_model_is_measured_on_the_logits_scoring_computed(tiny_models):
+    import torch
 
-    def __init__(self, scores):
-        super().__init__(scores)
-        import torch
+    from cooper.rm.model import RewardModel
+    from cooper.types import Triple
 
-        self.model, self.chunks = torch.nn.Dropout(0.5), []
-
-    def logits(self, triples):
-        import torch
-
-        assert not self.model.training, "pairs must be measured with dropout off"
-        self.chunks.append(len(triples))
-        return torch.tensor([self.scores[t.completion] for t in triples])
-
-
-def test_a_frozen_reward_model_is_measured_in_micro_batches_with_dropout_off():
-    texts = {f"so \\boxed{{4}}{' ' * i}": 1.0 for i in range(3)}
-    texts |= {f"so \\boxed{{{5 + i}}}": 0.0 for i in range(3)}
+    texts = [f"so \\boxed{{4}}{' ' * i}" for i in range(3)] + [f"so \\boxed{{{5 + i}}}"
+                                                                for i in range(3)]
     cfg = load_config(None, ["reward.mode=rm", "reward.model=x", "rm_update.negatives=rollouts",
-                             "rm_update.positives_per_prompt=3", "rm_update.negatives_per_positive=3",
-                             "rm_update.micro_batch_size=2"])
-    rm = LogitsByText(texts)
-    cooper = CooperReward.from_config(cfg, rm=rm, updater=None, verify=partial(verify_batch, mode="strict"))
-    cooper.score(["p"] * 6, ["q"] * 6, ["4"] * 6, list(texts), step=0)
+                             "rm_update.positives_per_prompt=3", "rm_update.negatives_per_positive=3"])
+    rm = RewardModel.load(tiny_models.reward, max_length=256)
+    rm.model.train()
+    cooper = CooperReward.from_config(cfg, rm=rm, updater=None,
+                                      verify=partial(verify_batch, mode="strict"))
+    cooper.score(["p"] * 6, ["q"] * 6, ["4"] * 6, texts, step=0)
     st = cooper.update()
-    assert st.pairs == 9 and st.pair_acc_before == 1.0
-    assert max(rm.chunks) <= 2 * 2 and sum(rm.chunks) == 2 * 9  # never all pairs at once
-    # -log sigmoid(1 - 0) = 0.313262 for every pair
-    assert st.loss == pytest.approx(0.313262, abs=1e-6)
-    assert rm.model.training  # put back as it was
+    assert st.pairs == 9
+    # the six texts ran through the model once, when scored; the pairs reread those logits
+    assert (cooper.memo.misses, cooper.memo.hits) == (6, 6)
+    rm.model.eval()
+    with torch.no_grad():
+        logits = rm.full_logits([rm.encode(Triple("q", "4", t)) for t in texts])  # [6]
+    margins = logits[:3, None] - logits[None, 3:]  # [3, 3]: every positive against every negative
+    assert st.loss == pytest.approx(-torch.nn.functional.logsigmoid(margins).mean().item(),
+                                    abs=1e-5)
+    assert st.pair_acc_before == pytest.approx((margins > 0).float().mean().item())
+    assert st.grad_norm is None and not st.updated
+
+
+def test_a_reward_model_that_is_updated_remembers_nothing():
+    cfg = load_config(None, ["reward.mode=cooper", "reward.model=x", "rm_update.negatives=rollouts"])
+    cooper = CooperReward.from_config(cfg, rm=ScoresByText({}), updater=RecordingUpdater(),
+                                      verify=partial(verify_batch, mode="strict"))
+    assert cooper.memo is None

@@ -170,7 +170,7 @@ class CooperReward:
         self._pending: _Pending | None = None
         # a reward model that is never updated here gives the same logit for the same text:
         # remember them (rm.memo); Cooper's is updated every step, so it has none
-        self._memo = (LogitMemo() if plan.scores_with_rm and plan.stage2 is not Stage2.UPDATE
+        self.memo = (LogitMemo() if plan.scores_with_rm and plan.stage2 is not Stage2.UPDATE
                       else None)
 
     @classmethod
@@ -210,7 +210,7 @@ class CooperReward:
             with keep:
                 scores = self.rm.score([Triple(q, r, c) for q, r, c in
                                         zip(questions, references, completions, strict=True)],
-                                       batch_size=self.score_batch_size, memo=self._memo)
+                                       batch_size=self.score_batch_size, memo=self.memo)
             seconds["rm_score"] = time.perf_counter() - t
         rollouts = [Rollout(str(pid), q, ref, c, bool(v.correct), v.extracted, s)
                     for pid, q, ref, c, v, s in zip(problem_ids, questions, references,
@@ -337,7 +337,7 @@ class CooperReward:
         import torch
 
         logits = torch.tensor(self.rm.raw_logits([*pos, *neg], batch_size=self.score_batch_size,
-                                                 memo=self._memo))  # [2P]
+                                                 memo=self.memo))  # [2P]
         lp, ln = logits[:len(pos)], logits[len(pos):]  # [P], [P]
         return [self.objective(lp, ln, 1.0).item(), float((lp > ln).sum())]
 
