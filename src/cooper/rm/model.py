@@ -37,8 +37,8 @@ import logging
 import math
 import os
 from collections.abc import Iterator, Sequence
-from itertools import accumulate
 from dataclasses import asdict, fields, replace
+from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -324,10 +324,10 @@ class RewardModel:
         return out.logits[:, 0].float()  # [N]
 
     def _check_prefix_sharing(self, ids: Sequence[list[int]], shared: list[PrefixGroup]) -> None:
-        """Compare shared-prefix logits with full forwards once (on the first groups, about
-        :data:`CHECK_INPUTS` inputs); keep sharing only if they agree
-        within :func:`agreement_tolerance` (a model whose cache or masks behave otherwise, such
-        as one whose attention is not causal, falls back to full forwards for good)."""
+        """Compare shared-prefix logits with full forwards once, on the first groups (about
+        :data:`CHECK_INPUTS` inputs), and keep sharing only if they agree within
+        :func:`agreement_tolerance`: a model whose cache or masks behave otherwise (attention
+        that is not causal, say) runs full forwards for good."""
         import torch
 
         shared = [g for g, seen in zip(shared, accumulate(len(g.members) for g in shared),
