@@ -17,7 +17,8 @@ import torch
 
 from conftest import run_cli
 from cooper.errors import UserError
-from cooper.rm.model import RewardModel, is_plain_classifier
+from cooper.rm.model import RewardModel
+from cooper.rm.spec import is_plain_classifier
 from cooper.rm.template import SPEC_FILE, TEMPLATE_VERSION, InputSpec
 from cooper.rm.update import PairwiseUpdater
 from cooper.types import Triple

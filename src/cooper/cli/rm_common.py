@@ -60,7 +60,8 @@ def load_rows(args: argparse.Namespace, file: str, require_label: bool):
 
 
 def load_rm(args: argparse.Namespace):
-    from cooper.rm.model import RewardModel, is_plain_classifier
+    from cooper.rm.model import RewardModel
+    from cooper.rm.spec import is_plain_classifier
     from cooper.rm.template import SPEC_FILE
 
     check_positive("--batch-size", args.batch_size)

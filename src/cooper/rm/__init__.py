@@ -4,7 +4,7 @@ Takes labelled (question, reference answer, completion) triples from the data st
 RL, (positive, negative) pairs of completions from :mod:`cooper.rl`. :mod:`.template` renders a
 triple into VerifyRM's escaped, truncated input and fits it to a token budget;
 :mod:`.model` is the one-logit classifier over it (:class:`RewardModel`, reward
-``sigmoid(logit)``); :mod:`.losses` holds the two objectives as pure tensor functions (BCE and
+``sigmoid(logit)``) and :mod:`.spec` what a saved folder says about how to read it; :mod:`.losses` holds the two objectives as pure tensor functions (BCE and
 the pairwise losses: Bradley-Terry, margin, anchor); :mod:`.training` trains offline with BCE
 (``cooper rm train``, settings in :class:`cooper.config.rm.RMTrainConfig`); :mod:`.update` is
 Cooper's online pairwise update, one step per RL step (:class:`PairwiseUpdater`); :mod:`.trunk`
