@@ -192,3 +192,17 @@ def test_the_update_equals_pairs_run_one_by_one(tiny_models):
         assert loss == pytest.approx(want_loss, abs=1e-5)
         for name, g in want.items():
             assert torch.allclose(got[name], g, atol=1e-6), (micro, name)
+
+
+def test_frozen_layer_states_share_prefixes_and_equal_full_forwards(rm):
+    from cooper.rm.trunk import FrozenTrunk
+
+    ids = [rm.encode(t) for t in TRIPLES]
+    trunk = FrozenTrunk(rm, 1)
+    shared = trunk.states(ids, batch_size=4)
+    assert rm.share_prefixes is True
+    with rm.full_forwards():
+        full = trunk.states(ids, batch_size=4)
+    for a, b, i in zip(shared, full, ids, strict=True):
+        assert a.shape == b.shape == (len(i), rm.model.config.hidden_size)
+        assert torch.allclose(a, b, atol=1e-5)

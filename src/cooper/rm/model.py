@@ -240,15 +240,10 @@ class RewardModel:
         """
         import torch
 
-        groups = plan_groups(ids) if self.share_prefixes is not False and self._full == 0 \
-            else []
+        groups = plan_groups(ids) if self.sharing_prefixes else []
         shared = [g for g in groups if g.prefix]
-        if not shared:
+        if not shared or not self.prefixes_agree(ids, shared):
             return self.full_logits(ids)
-        if self.share_prefixes is None:  # first use: the same logits as full forwards?
-            self._check_prefix_sharing(ids, shared)
-            if not self.share_prefixes:  # disagreed, or undecided (non-finite logits)
-                return self.full_logits(ids)
         alone = [g.members[0] for g in groups if not g.prefix]
         with self.autocast():
             parts = [prefix_logits(self.model, ids, shared, self.tokenizer.pad_token_id)]  # [S]
@@ -264,11 +259,22 @@ class RewardModel:
             out = self.model(**self._batch(ids))
         return out.logits[:, 0].float()  # [N]
 
+    @property
+    def sharing_prefixes(self) -> bool:
+        """Shared prefixes run once now: not switched off by :meth:`full_forwards`, nor for good
+        by a check that disagreed (:meth:`prefixes_agree`)."""
+        return self.share_prefixes is not False and self._full == 0
+
+    def prefixes_agree(self, ids: Sequence[list[int]], shared: list[PrefixGroup]) -> bool:
+        """Whether shared prefixes may run once: decided on the first call, by comparing the
+        first groups (about :data:`CHECK_INPUTS` inputs) with full forwards; sharing is kept
+        only if they agree within :func:`agreement_tolerance`, and a model whose cache or masks
+        behave otherwise (attention that is not causal, say) runs full forwards for good."""
+        if self.share_prefixes is None:
+            self._check_prefix_sharing(ids, shared)
+        return bool(self.share_prefixes)  # None: undecided (non-finite logits), not this time
+
     def _check_prefix_sharing(self, ids: Sequence[list[int]], shared: list[PrefixGroup]) -> None:
-        """Compare shared-prefix logits with full forwards once, on the first groups (about
-        :data:`CHECK_INPUTS` inputs), and keep sharing only if they agree within
-        :func:`agreement_tolerance`: a model whose cache or masks behave otherwise (attention
-        that is not causal, say) runs full forwards for good."""
         import torch
 
         shared = [g for g, seen in zip(shared, accumulate(len(g.members) for g in shared),
@@ -364,7 +370,7 @@ class RewardModel:
         """The order :meth:`raw_logits` runs ``todo`` in, cut into batches."""
         if not sort:
             return [todo[k:k + batch_size] for k in range(0, len(todo), batch_size)]
-        if self.share_prefixes is False or self._full:
+        if not self.sharing_prefixes:
             ordered = sorted(todo, key=lambda i: -len(encoded[i]))
             return [ordered[k:k + batch_size] for k in range(0, len(ordered), batch_size)]
         return [[todo[j] for j in batch]

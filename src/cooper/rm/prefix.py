@@ -120,19 +120,25 @@ def batch_order(ids: Sequence[Sequence[int]], size: int) -> list[list[int]]:
             + [alone[k:k + size] for k in range(0, len(alone), size)])
 
 
-def prefix_logits(model: PreTrainedModel, ids: Sequence[Sequence[int]],
-                  groups: Sequence[PrefixGroup], pad_id: int) -> torch.Tensor:
-    """Raw logits [N] of the members of ``groups`` (every ``prefix`` > 0), in member order.
+@dataclass(frozen=True)
+class GroupPass:
+    """What :func:`run_groups` computed: the hidden states of the prefixes and of the suffixes."""
 
-    Two forwards of the classifier's base model: the G prefixes (right-padded, their keys and
-    values cached), then the N suffixes against their group's cache, each suffix at the
-    positions that follow its own prefix. The score head reads each suffix's last token, as the
-    classifier pools the last token of a right-padded sequence. Grad flows when it is enabled.
-    """
+    prefixes: torch.Tensor  # [G, P, H] each group's prefix, right-padded
+    suffixes: torch.Tensor  # [N, S, H] each member's suffix, right-padded, in member order
+    group: list[int]  # [N] the group of each member
+    suffix_lengths: list[int]  # [N]
+
+
+def run_groups(base: torch.nn.Module, ids: Sequence[Sequence[int]],
+               groups: Sequence[PrefixGroup], pad_id: int) -> GroupPass:
+    """Two forwards of a decoder ``base`` model over the members of ``groups`` (every ``prefix``
+    > 0): the G prefixes (right-padded, their keys and values cached), then the N suffixes
+    against their group's cache, each at the positions that follow its own prefix. Grad flows
+    when it is enabled."""
     import torch
 
-    device = next(model.parameters()).device
-    base = model.base_model
+    device = next(base.parameters()).device
     g_rows = [g for g, group in enumerate(groups) for _ in group.members]  # [N] group of a row
     members = [m for group in groups for m in group.members]  # [N]
     lengths = [group.prefix for group in groups]  # [G]
@@ -152,12 +158,36 @@ def prefix_logits(model: PreTrainedModel, ids: Sequence[Sequence[int]],
     rows = torch.tensor(g_rows)  # [N]
     starts = torch.tensor(lengths)[rows]  # [N] each suffix's first position
     positions = starts[:, None] + torch.arange(s_width)[None, :]  # [N, S]
-    cache = base(input_ids=pre.to(device), attention_mask=pre_mask.to(device),
-                 use_cache=True).past_key_values
+    out = base(input_ids=pre.to(device), attention_mask=pre_mask.to(device), use_cache=True)
+    cache = out.past_key_values
     cache.batch_select_indices(rows.to(device))  # every row gets its group's keys and values
     hidden = base(input_ids=suf.to(device),
                   attention_mask=torch.cat([pre_mask[rows], suf_mask], dim=1).to(device),  # [N, P+S]
                   position_ids=positions.to(device), past_key_values=cache,
                   use_cache=True).last_hidden_state  # [N, S, H]
-    last = suf_mask.sum(dim=1).to(device) - 1  # [N] each suffix's last real token
-    return model.score(hidden[torch.arange(len(members), device=device), last])[:, 0].float()
+    return GroupPass(out.last_hidden_state, hidden, g_rows, [len(s) for s in suffixes])
+
+
+def prefix_logits(model: PreTrainedModel, ids: Sequence[Sequence[int]],
+                  groups: Sequence[PrefixGroup], pad_id: int) -> torch.Tensor:
+    """Raw logits [N] of the members of ``groups`` (every ``prefix`` > 0), in member order:
+    :func:`run_groups` through the classifier's base model, then the score head on each
+    suffix's last token, as the classifier pools the last token of a right-padded sequence."""
+    import torch
+
+    run = run_groups(model.base_model, ids, groups, pad_id)
+    n = len(run.group)
+    last = torch.tensor(run.suffix_lengths, device=run.suffixes.device) - 1  # [N]
+    pooled = run.suffixes[torch.arange(n, device=last.device), last]  # [N, H]
+    return model.score(pooled)[:, 0].float()  # [N]
+
+
+def prefix_states(base: torch.nn.Module, ids: Sequence[Sequence[int]],
+                  groups: Sequence[PrefixGroup], pad_id: int) -> list[torch.Tensor]:
+    """Each member's hidden states [L_i, H] at the output of ``base`` (in member order), as a
+    full forward of its whole sequence gives them: its group's prefix, then its suffix."""
+    import torch
+
+    run = run_groups(base, ids, groups, pad_id)
+    return [torch.cat([run.prefixes[g, :groups[g].prefix], run.suffixes[r, :n]])
+            for r, (g, n) in enumerate(zip(run.group, run.suffix_lengths, strict=True))]

@@ -29,6 +29,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from cooper.rm.model import RewardModel, agreement_tolerance, progress_bar
+from cooper.rm.prefix import batch_order, plan_groups, prefix_states
 
 if TYPE_CHECKING:
     import torch
@@ -115,25 +116,44 @@ class FrozenTrunk:
 
     def states(self, ids: Sequence[list[int]], *, batch_size: int = 16,
                progress: bool = False) -> list[torch.Tensor]:
-        """The hidden states entering the first trained layer, one [L_i, H] per input."""
+        """The hidden states entering the first trained layer, one [L_i, H] per input.
+
+        Inputs that share a prefix (several completions of one question) run it once
+        (:func:`cooper.rm.prefix.prefix_states`), as the reward model's scoring does."""
         import torch
 
+        rm = self.rm
         out: list[torch.Tensor | None] = [None] * len(ids)
-        order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
+        if rm.sharing_prefixes:
+            batches = batch_order(ids, batch_size)
+        else:
+            order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
+            batches = [order[k:k + batch_size] for k in range(0, len(order), batch_size)]
         bar = progress_bar(len(ids), "frozen layers", progress)
-        was_training = self.rm.model.training
-        self.rm.model.eval()
+        was_training = rm.model.training
+        rm.model.eval()
         # no_grad, not inference_mode: these tensors are inputs of later backward passes
-        with torch.no_grad(), self._cut(0, self.split, norm=False), self.rm.autocast():
-            for k in range(0, len(order), batch_size):
-                idx = order[k:k + batch_size]
-                batch = self.rm._batch([ids[i] for i in idx])
-                hidden = self.base(**batch, use_cache=False).last_hidden_state  # [B, L, H]
-                for j, i in enumerate(idx):
-                    out[i] = hidden[j, :len(ids[i])].clone()  # [L_i, H]
+        with torch.no_grad(), self._cut(0, self.split, norm=False), rm.autocast():
+            for idx in batches:
+                batch = [ids[i] for i in idx]
+                groups = plan_groups(batch) if rm.sharing_prefixes else []
+                shared = [g for g in groups if g.prefix]
+                if shared and rm.prefixes_agree(batch, shared):
+                    members = [m for g in shared for m in g.members]
+                    for m, state in zip(members, prefix_states(
+                            self.base, batch, shared, rm.tokenizer.pad_token_id), strict=True):
+                        out[idx[m]] = state.clone()  # [L_i, H], not a view of the batch
+                    alone = [g.members[0] for g in groups if not g.prefix]
+                else:
+                    alone = list(range(len(batch)))
+                if alone:
+                    hidden = self.base(**rm._batch([batch[j] for j in alone]),
+                                       use_cache=False).last_hidden_state  # [B, L, H]
+                    for r, j in enumerate(alone):
+                        out[idx[j]] = hidden[r, :len(batch[j])].clone()  # [L_i, H]
                 bar.update(len(idx))
         bar.close()
-        self.rm.model.train(was_training)
+        rm.model.train(was_training)
         return out  # type: ignore[return-value]
 
     def logits(self, states: Sequence[torch.Tensor]) -> torch.Tensor:
