@@ -36,17 +36,27 @@ def test_common_prefix():
 def test_groups_by_hand():
     ids = [[1, 2, 3, 4, 5, 6, 7], [9, 9], [1, 2, 3, 4, 5, 6, 8], [1, 2, 3, 4, 5, 6, 7, 9]]
     groups = plan_groups(ids)
-    # the three inputs starting 1..6 share 6 tokens (7 with each other, 6 with input 2); [9, 9]
-    # shares nothing; every input is in exactly one group
-    assert groups == [PrefixGroup(6, (0, 3, 2)), PrefixGroup(0, (1,))]
+    # the three inputs starting 1..6 share 6 tokens (7 with each other, 6 with input 2), longest
+    # first; [9, 9] shares nothing; every input is in exactly one group
+    assert groups == [PrefixGroup(6, (3, 0, 2)), PrefixGroup(0, (1,))]
 
 
 def test_a_member_keeps_its_last_token_and_short_prefixes_are_not_shared():
     # the shorter input is a prefix of the longer one: the shared part stops one token before
     # its end, so its scored token runs in the suffix pass
-    assert plan_groups([[1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5]]) == [PrefixGroup(4, (1, 0))]
+    assert plan_groups([[1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5]]) == [PrefixGroup(4, (0, 1))]
     # three shared tokens are under MIN_PREFIX (4): both run alone
     assert plan_groups([[1, 2, 3, 7], [1, 2, 3, 8]]) == [PrefixGroup(0, (0,)), PrefixGroup(0, (1,))]
+
+
+def test_a_long_member_runs_apart_rather_than_pad_the_others():
+    short = [[1, 2, 3, 4, 5, 6, k] for k in (7, 8, 9)]
+    long = [1, 2, 3, 4, 5, 6] + [0] * 30  # its suffix would pad the short ones by 29 tokens
+    groups = plan_groups([*short, long])
+    assert set(groups) == {PrefixGroup(6, (0, 1, 2)), PrefixGroup(0, (3,))}
+    # padding up to half the shared prefix (3 of 6 tokens) is accepted
+    near = [1, 2, 3, 4, 5, 6] + [0] * 3
+    assert plan_groups([*short, near]) == [PrefixGroup(6, (3, 0, 1, 2))]
 
 
 def test_a_distant_neighbour_does_not_shrink_a_long_prefix():
@@ -63,6 +73,20 @@ def test_chunks_keep_groups_together_and_cut_large_ones():
     assert [[g.members for g in chunk] for chunk in got] == [
         [(0, 1, 2)], [(3, 4)], [(5, 6, 7, 8)], [(9, 10, 11)]]
     assert all(sum(len(g.members) for g in chunk) <= 4 for chunk in got)
+
+
+def test_batches_of_groups_hold_similar_suffixes():
+    # two groups with 30-token suffixes, two with 3-token ones: a batch of four would pad the
+    # short suffixes to 30, so the short groups get a batch of their own
+    def group(q, n, length):
+        return [[q] * 8 + [k] * length for k in range(1, n + 1)]
+
+    ids = group(5, 2, 30) + group(6, 2, 3) + group(7, 2, 30) + group(8, 2, 3)
+    batches = batch_order(ids, 8)
+    assert sorted(map(sorted, batches)) == [[0, 1, 4, 5], [2, 3, 6, 7]]
+    groups = [PrefixGroup(8, (0, 1)), PrefixGroup(8, (2, 3))]
+    assert chunks(groups, 8, [30, 3]) == [[groups[0]], [groups[1]]]
+    assert chunks(groups, 8) == [groups]  # without the suffixes: by size only
 
 
 def test_batch_order_covers_every_input_once():
