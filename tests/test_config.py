@@ -25,6 +25,16 @@ def test_presets_load_and_validate():
         cfg.validate()
 
 
+def test_presets_default_to_the_recommended_stage_2():
+    # docs/training.md, "What we recommend": the policy's own wrong rollouts on the CPU scale;
+    # the paper's assistant negatives at the paper's scale, the one setting measured there
+    cpu = load_config("demo_cpu").rm_update
+    assert (cpu.negatives, cpu.negatives_per_positive, cpu.loss, cpu.epochs) == \
+        ("rollouts", 2, "bradley_terry", 1)
+    paper = load_config("qwen2.5-1.5b_gsm8k").rm_update
+    assert (paper.negatives, paper.loss, paper.epochs) == ("assistant", "bradley_terry", 1)
+
+
 def test_preset_files_start_with_their_launch_command():
     from cooper.config import preset_dir
 

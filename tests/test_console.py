@@ -19,6 +19,7 @@ def train(tiny_models, tmp_path, *flags: str) -> str:
                    "data.dataset=arith_small", "data.limit=8", "rollout.prompts_per_step=2",
                    "rollout.samples_per_prompt=2", "rollout.micro_batch_size=2",
                    "rollout.max_completion_length=8", "assistant.backend=rewrite",
+                   "rm_update.negatives=assistant",
                    "validation.limit=2", "validation.max_new_tokens=8", "max_steps=2",
                    "rm_update.train_layers=none", f"output_dir={tmp_path / 'run'}")
     return proc.stdout + proc.stderr

@@ -122,6 +122,7 @@ def test_rewards_come_from_the_reward_model_before_its_update(arith, tmp_path, m
         "data.dataset=arith_small", "data.limit=1", "rollout.prompts_per_step=1",
         "rollout.samples_per_prompt=8", "rollout.micro_batch_size=8", "rollout.temperature=0.05",
         "rollout.max_completion_length=48", "assistant.backend=rewrite", "policy.lr=1e-12",
+        "rm_update.negatives=assistant",
         "validation.enabled=false", f"max_steps={steps}", f"output_dir={tmp_path / 'run'}"])
     runner.run(cfg)
     assert order_problems(events, steps) == [], events

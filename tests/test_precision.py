@@ -73,6 +73,7 @@ def test_bfloat16_training_run_on_cpu_moves_policy_and_reward_model(tmp_path):
             "data.dataset=arith_small", "data.limit=64", "rollout.prompts_per_step=4",
             "rollout.samples_per_prompt=4", "rollout.micro_batch_size=8",
             "rollout.max_completion_length=48", "assistant.backend=rewrite",
+            "rm_update.negatives=assistant",
             "reward.max_length=256", "rm_update.train_layers=none", "rm_update.lr=1e-5",
             "policy.lr=1e-5", "validation.enabled=false", "max_steps=3", f"output_dir={out}")
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]

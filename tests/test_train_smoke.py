@@ -37,6 +37,7 @@ def tiny_args(arith: Path, out: Path, mode: str, *extra: str) -> list[str]:
             "rollout.prompts_per_step=2", "rollout.samples_per_prompt=4",
             "rollout.micro_batch_size=4", "rollout.max_completion_length=48",
             "assistant.max_new_tokens=48", "rm_update.max_attempts=1",
+            "rm_update.negatives=assistant",  # the paper's Stage 2 (demo_cpu's: rollouts)
             "validation.dataset=arith_small", "validation.limit=8",
             "validation.max_new_tokens=48", "max_steps=2", "policy.lr=1e-4",
             "reward.max_length=256", "rm_update.train_layers=none", f"output_dir={out}", *extra]
