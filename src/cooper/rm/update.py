@@ -75,7 +75,6 @@ class PairwiseUpdater:
                  max_grad_norm: float = 1.0, micro_batch_size: int = 8, *,
                  loss: str = "bradley_terry", margin: float = 1.0, anchor_weight: float = 0.0,
                  epochs: int = 1):
-
         if not lr > 0 or weight_decay < 0 or not max_grad_norm > 0 or micro_batch_size < 1 \
                 or epochs < 1:
             raise UserError("PairwiseUpdater needs lr > 0, weight_decay >= 0, max_grad_norm > 0, "
