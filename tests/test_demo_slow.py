@@ -47,6 +47,8 @@ def test_demo_runs_every_stage_and_writes_its_artefacts(tmp_path):
     assert run["negatives_assistant"] == 0  # the demo's default: the policy's own rollouts
     assert run["rm_updates"] in (0, 1) and run["agreement_first"] is not None
     assert Path(figures["cooper_report"]).is_file()
+    rows = [json.loads(x) for x in (out / "cooper" / "metrics.jsonl").read_text().splitlines()]
+    assert not any("val/accuracy" in r for r in rows)  # no held-out validation (demo.py: why)
     assert (out / "cooper" / "policy" / "config.json").exists()
     # the table the user reads ends with the total
     assert "total" in proc.stdout and "Cooper RL" in proc.stdout
