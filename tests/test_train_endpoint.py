@@ -77,27 +77,66 @@ def _reference(request) -> int:
     return int(re.search(r"correct final answer is (-?\d+)", request.last_user).group(1))
 
 
-def correct_when_even(request) -> str:
-    """A wrong solution, except where the answer is even: there the "negative" is correct."""
-    ref = _reference(request)
-    answer = ref if ref % 2 == 0 else ref + 1
-    return f"Adding them gives {answer}. The answer is \\boxed{{{answer}}}."
+class CorrectEveryThird:
+    """A wrong solution, except for every third request answered: there the "negative" is
+    correct. Decided by the order of the requests, not by the problems, so that it happens
+    whatever problems the policy gets right."""
+
+    def __init__(self):
+        self.correct: set[int] = set()  # id() of the requests answered with the reference
+        self.calls = 0
+
+    def __call__(self, request) -> str:
+        self.calls += 1
+        ref = _reference(request)
+        answer = ref if self.calls % 3 == 2 else ref + 1
+        if answer == ref:
+            self.correct.add(id(request))
+        return f"Adding them gives {answer}. The answer is \\boxed{{{answer}}}."
 
 
-def test_every_endpoint_fault_falls_back_is_counted_and_training_goes_on(arith, tmp_path):
+@pytest.fixture(scope="module")
+def disturbed(tmp_path_factory):
+    """The tests' policy rebuilt from a disturbed start (another warm-start seed), with the same
+    random reward model: what another machine's floating point could have built. A test whose
+    premise is what the policy happens to produce must hold on it too."""
+    import shutil
+
+    from cooper.experiment.testbed import build_tests_policy, tiny_arith_models
+
+    out = tmp_path_factory.mktemp("disturbed")
+    build_tests_policy(out, seed=1)
+    shutil.copytree(tiny_arith_models() / "reward", out / "reward")
+    return out
+
+
+@pytest.mark.parametrize("policy", ["shipped", "disturbed"])
+def test_every_endpoint_fault_falls_back_is_counted_and_training_goes_on(policy, request,
+                                                                         tmp_path):
+    arith = request.getfixturevalue("arith" if policy == "shipped" else "disturbed")
     faults = ("refused", "http_500", "http_429", "slow", "malformed", "empty")
-    with OpenAIServer(reply=correct_when_even, slow_s=3, retry_after=0.1) as server:
+    reply = CorrectEveryThird()
+    with OpenAIServer(reply=reply, slow_s=3, retry_after=0.1) as server:
         server.script(*faults)  # the first six requests fail, one of each kind, then it answers
         t0 = time.monotonic()
-        # one request at a time and no retries: request i is the i-th the server saw
+        # one request at a time and no retries: request i is the i-th the server saw. Four
+        # prompts of four samples a step: a policy right on a third of them makes about 20
+        # positives in 4 steps (each one request), well past the six scripted faults
         run_cli(*endpoint_args(arith, tmp_path, server.url, "assistant.timeout_s=1",
                                "assistant.max_retries=0", "assistant.concurrency=1",
+                               "rollout.prompts_per_step=4",
                                "rm_update.positives_per_prompt=4", "max_steps=4"))
         took = time.monotonic() - t0
         answered = server.requests[len(faults):]
         served = dict(server.served)
     rows = [r for r in metrics(tmp_path) if "loss" in r]
     assert [r["step"] for r in rows] == [1, 2, 3, 4] and took < 120  # no deadlock, no crash
+    # the premise: more positives (requests) than scripted faults, else nothing is answered
+    positives = sum(r.get("rm/positives", 0) for r in rows)
+    assert positives > len(faults), (
+        f"premise broken: the {policy} policy made {positives} positives in 4 steps, not more "
+        f"than the {len(faults)} scripted faults (its rollouts: "
+        f"{[r['reward/rule_mean'] for r in rows]} right)")
     assert all(served.get(f) == 1 for f in faults) and answered, served
     last = rows[-1]
     # each fault counted by kind: "slow" ran past the timeout, a dropped connection is "refused"
@@ -105,7 +144,7 @@ def test_every_endpoint_fault_falls_back_is_counted_and_training_goes_on(arith, 
         assert last[f"assistant/failures/{kind}"] == 1, kind
     assert last["assistant/failed"] == 6 and last["assistant/succeeded"] == len(answered)
     # a failed request, and a "negative" whose answer is the reference, both go to the fallback
-    correct = sum(_reference(r) % 2 == 0 for r in answered)
+    correct = sum(id(r) in reply.correct for r in answered)
     assert correct >= 1  # the correct "negative" was seen, and rejected
     rm = [r for r in rows if "rm/pairs" in r]
     assert sum(r["rm/valid_negatives"] for r in rm) == len(answered) - correct

@@ -1,5 +1,5 @@
-"""``cooper models``: prepare and list the embedded default model's cache; rebuild the testbed's
-shipped policy."""
+"""``cooper models``: prepare and list the embedded default model's cache; rebuild the shipped
+tiny policies (the testbed's and the tests')."""
 
 from __future__ import annotations
 
@@ -35,9 +35,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "setup does and stopping at the first score in the band 0.40-0.55; write it "
                     "to OUT/policy with OUT/build.json, and compare its weights with the shipped "
                     "ones. Another machine's floating point gives other weights (a fixed step "
-                    "count gave 8%, 48% and 72% on three machines): that is why it ships.")
+                    "count gave 8%, 48% and 72% on three machines): that is why it ships. "
+                    "--policy tiny-arith-v1 reruns the tests' shipped policy instead (300 steps "
+                    "on arith_small, no band).")
     tb.add_argument("--out", required=True, help="folder to write OUT/policy into")
     tb.add_argument("--seed", type=int, default=0, help="warm start seed (shipped: 0)")
+    tb.add_argument("--policy", default="tiny-arith-2x1-v2",
+                    choices=("tiny-arith-2x1-v2", "tiny-arith-v1"),
+                    help="which shipped policy's recipe to rerun (default: %(default)s, the "
+                         "testbed's)")
     tb.set_defaults(func=_build_testbed)
 
 
@@ -67,9 +73,29 @@ def _build_testbed(args: argparse.Namespace) -> int:
     import hashlib
     from pathlib import Path
 
-    from cooper.experiment.testbed import build_testbed_policy, shipped_policy
+    from cooper.experiment.testbed import (
+        TINY_ARITH,
+        build_testbed_policy,
+        build_tests_policy,
+        shipped_policy,
+    )
+
+    def digest(folder: Path) -> str:
+        return hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
+
+    def compared(policy: Path, name: str) -> str:
+        try:
+            same = digest(policy) == digest(shipped_policy(name))
+            return f"weights {'identical to' if same else 'differ from'} the shipped ones"
+        except Exception as e:  # noqa: BLE001 -- a missing shipped copy is reported, not fatal here
+            return f"no shipped weights to compare with ({e})"
 
     t0 = time.perf_counter()
+    if args.policy == TINY_ARITH:
+        policy = build_tests_policy(Path(args.out), seed=args.seed)
+        print(f"built {policy} in {time.perf_counter() - t0:.0f} s; "
+              f"{compared(policy, TINY_ARITH)}")
+        return 0
     record = build_testbed_policy(Path(args.out), seed=args.seed)
     took = time.perf_counter() - t0
     policy = Path(args.out) / record["policy"]
@@ -82,14 +108,5 @@ def _build_testbed(args: argparse.Namespace) -> int:
     else:
         print(f"stopped at step {stop['step']} (held-out accuracy {stop['accuracy']:.3f}, band "
               f"{record['band'][0]:.2f} to {record['band'][1]:.2f})")
-
-    def digest(folder: Path) -> str:
-        return hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
-
-    try:
-        same = digest(policy) == digest(shipped_policy())
-        shipped = f"weights {'identical to' if same else 'differ from'} the shipped ones"
-    except Exception as e:  # noqa: BLE001 -- a missing shipped copy is reported, not fatal here
-        shipped = f"no shipped weights to compare with ({e})"
-    print(f"built {policy} in {took:.0f} s; {shipped}")
+    print(f"built {policy} in {took:.0f} s; {compared(policy, args.policy)}")
     return 0 if stop is not None else 1

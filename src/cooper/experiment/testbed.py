@@ -144,7 +144,7 @@ def warm_start(model_dir: str | os.PathLike, out_dir: str | os.PathLike, *, step
     return out
 
 
-TINY_ARITH = "tiny-arith-v1"  # bump when the recipe below changes
+TINY_ARITH = "tiny-arith-v1"  # the tests' policy; shipped with the package
 # the testbed's policy: disjoint splits, so a longer warm start; shipped with the package
 TINY_ARITH_2X1 = "tiny-arith-2x1-v2"  # bump when its warm start changes (v2: stops in a band)
 WARM_STARTS = {TINY_ARITH: ("arith_small", 300), TINY_ARITH_2X1: ("arith_2x1", 1200)}
@@ -155,14 +155,16 @@ the command that rebuilt it and its checksums."""
 
 
 def shipped_policy(name: str = TINY_ARITH_2X1) -> Path:
-    """The testbed's starting policy as shipped: the same bytes on every machine.
+    """A shipped policy (the testbed's starting one by default, or the tests'
+    ``tiny-arith-v1``): the same bytes on every machine.
 
     Why shipped and not built: the warm start (lr 3e-3 from a random model) is deterministic on
     one machine but not across machines, and its outcome is not stable under that difference:
     the same code and seed, stopped at 1,200 steps, gave a policy right on 48% of the held-out
     problems on some machines, 10% on another (where no arm learned anything) and 72% on a
     third. 383 KB settle it. ``cooper models build-testbed`` reruns the recipe, now stopped in a
-    band (:func:`build_testbed_policy`).
+    band (:func:`build_testbed_policy`). The tests' policy ships for the same reason: how many
+    positives a smoke run makes, and so what a test sees, followed the machine that built it.
     """
     path = SHIPPED / name / "policy"
     if not (path / "config.json").is_file():
@@ -245,35 +247,45 @@ def tiny_arith_models(*, progress: bool = False, name: str = TINY_ARITH) -> Path
     """A tiny policy warm-started on arithmetic and a tiny random reward model sharing its
     tokenizer: ``DIR/policy``, ``DIR/reward``.
 
-    ``tiny-arith-v1``: 300 steps on ``arith_small`` (about half its answers right; about a
-    minute on two cores), built on this machine (the tests' model). ``tiny-arith-2x1-v2``: the
-    shipped policy (:func:`shipped_policy`). Built once into the model cache and reused; written
-    to a temporary folder and renamed, like the embedded model.
+    The policy is shipped (:func:`shipped_policy`): ``tiny-arith-v1`` (the tests' model: 300
+    steps on ``arith_small``, right on about half of its problems) or ``tiny-arith-2x1-v2`` (the
+    testbed's). Put into the model cache once and reused; written to a temporary folder and
+    renamed, like the embedded model.
     """
     import shutil
     import tempfile
 
-    dataset, steps = WARM_STARTS[name]
-    if name == TINY_ARITH_2X1:  # not the cache's: a build from before the policy shipped
-        name = f"{name}-shipped"
-    target = cache_root() / "models" / name
+    # "-shipped": not the cache's older folders, which held a policy built on that machine
+    target = cache_root() / "models" / f"{name}-shipped"
     if (target / "policy" / "config.json").is_file() and (target / "reward" / "config.json").is_file():
         mark_as_ours(target / "reward")  # a build from before the mark (read as ours, as then)
         return target
-    with _lock(target.parent / f".{name}.lock"):
+    with _lock(target.parent / f".{target.name}.lock"):
         if (target / "policy" / "config.json").is_file():
             mark_as_ours(target / "reward")
             return target
         with tempfile.TemporaryDirectory(dir=target.parent, prefix=".tmp-") as tmp:
             tiny = build_tiny_models(Path(tmp) / "random", hidden_size=64, layers=2, heads=4)
             build = Path(tmp) / "build"
-            if name.endswith("-shipped"):
-                shutil.copytree(shipped_policy(), build / "policy")
-            else:
-                warm_start(tiny.policy, build / "policy", steps=steps, lr=3e-3, dataset=dataset)
+            shutil.copytree(shipped_policy(name), build / "policy")
             tiny.reward.rename(build / "reward")
             build.rename(target)
     return target
+
+
+def build_tests_policy(out: str | os.PathLike, *, seed: int = 0) -> Path:
+    """Rerun the recipe of the tests' shipped policy (``tiny-arith-v1``) into ``out/policy``: a
+    tiny random model (seed 0), then 300 steps of :func:`warm_start` on ``arith_small`` with
+    ``seed``. Seed 0 on the machine that built the shipped weights reproduces them; another
+    seed is a disturbed start, which the tests whose premise depends on the policy are run
+    against too (``tests/test_train_endpoint.py``)."""
+    import tempfile
+
+    dataset, steps = WARM_STARTS[TINY_ARITH]
+    with tempfile.TemporaryDirectory(prefix="cooper-tests-policy-") as tmp:
+        tiny = build_tiny_models(Path(tmp) / "random", hidden_size=64, layers=2, heads=4)
+        return warm_start(tiny.policy, Path(out) / "policy", steps=steps, lr=3e-3,
+                          dataset=dataset, seed=seed)
 
 
 def embedded_trunk(layers: int, *, source: str | os.PathLike | None = None,
