@@ -41,16 +41,17 @@ def main() -> None:
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     args = p.parse_args()
 
-    # 1. a dataset with the prompt and the reference answer (any column name: see below)
+    # 1. a dataset with the prompt and the reference answer (any column name: see below); the
+    #    reward model reads the question from the prompt (or a column: question_column=NAME)
     problems = load_problems(args.dataset, "train", limit=args.limit)
-    dataset = Dataset.from_list([{"prompt": prompt_messages(x.question), "question": x.question,
-                                  "reference": x.reference} for x in problems])
+    dataset = Dataset.from_list([{"prompt": prompt_messages(x.question), "reference": x.reference}
+                                 for x in problems])
 
     # 2. the reward: VerifyRM scores each completion against the reference (what pays the
     #    policy); every step, completions the verifier confirms correct are paired with the
     #    group's wrong ones and the reward model takes a pairwise update
     cooper = CooperRewardFunction(args.reward_model, reference_column="reference",
-                                  question_column="question", negatives="rollouts")
+                                  negatives="rollouts")
 
     config = GRPOConfig(
         output_dir=args.output_dir, max_steps=args.max_steps, learning_rate=1e-6,

@@ -238,3 +238,90 @@ def test_each_batch_is_scored_once_for_all_columns_and_repeats_are_scored_again(
     assert logged["rm/pairs"] >= 1 and logged["rm/updated"] == 1.0
     fn(prompts=prompts, completions=list(batch), **kwargs)
     assert len(calls) == 2
+
+
+# ------------------------------------------------------------------ the README's snippet
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+# What the snippet leaves to the user's script: a policy and a dataset with a prompt and a
+# reference column only (no question column). GRPOConfig keeps every argument the snippet gives
+# and gets the sizes of tiny models on a CPU (TRL's defaults would train for epochs).
+SNIPPET_PREAMBLE = '''
+import sys
+import trl
+from datasets import Dataset
+from cooper.data.problems import load_problems
+from cooper.data.prompts import prompt_messages
+
+policy, max_steps = sys.argv[1], int(sys.argv[2])
+dataset = Dataset.from_list([{"prompt": prompt_messages(p.question), "reference": p.reference}
+                             for p in load_problems("arith_small", "train", limit=64)])
+_GRPOConfig = trl.GRPOConfig
+
+
+def tiny(**kwargs):
+    kwargs.update(max_steps=max_steps, save_steps=1, logging_steps=1, num_generations=4,
+                  per_device_train_batch_size=16, max_completion_length=48, report_to="none",
+                  use_cpu=True)
+    return _GRPOConfig(**kwargs)
+
+
+trl.GRPOConfig = tiny
+'''
+
+
+def readme_snippet() -> str:
+    """The Python block of the README's section on Cooper in your own TRL script."""
+    text = README.read_text()
+    section = text[text.index("### Cooper in your own TRL script"):]
+    start = section.index("```python\n") + len("```python\n")
+    return section[start:section.index("\n```", start)]
+
+
+def test_the_readme_snippet_trains_and_resumes_as_written(arith, tmp_path):
+    snippet = readme_snippet()
+    assert "CooperRewardFunction(" in snippet and "trainer.train(" in snippet
+    (tmp_path / "runs").mkdir()
+    shutil.copytree(arith / "reward", tmp_path / "runs" / "rm")  # the snippet's "runs/rm"
+    first = tmp_path / "as_written.py"
+    first.write_text(SNIPPET_PREAMBLE + snippet + "\n")
+    # the resumed run: the same lines up to the trainer, then train from the last checkpoint
+    setup = snippet[:snippet.index("trainer.train(")]
+    second = tmp_path / "resumed.py"
+    second.write_text(SNIPPET_PREAMBLE + setup + "trainer.train(resume_from_checkpoint=True)\n")
+
+    def run(script: Path, steps: int) -> None:
+        proc = subprocess.run([sys.executable, str(script), str(arith / "policy"), str(steps)],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                              env=cli_env())
+        assert proc.returncode == 0, proc.stderr[-4000:]
+
+    run(first, 2)
+    out = tmp_path / "runs" / "grpo"
+    steps = [r for r in log_history(out / "checkpoint-2") if "loss" in r]
+    assert [r["step"] for r in steps] == [1, 2]
+    assert all("hacking/gap" in r and "rm/pairs" in r for r in steps), steps
+    assert sum(r["rm/pairs"] for r in steps) > 0, "premise: the tiny policy made no pair"
+    assert (out / "checkpoint-2" / "reward_model").is_dir()
+    run(second, 3)
+    resumed = [r for r in log_history(out / "checkpoint-3") if "loss" in r]
+    assert [r["step"] for r in resumed] == [1, 2, 3]  # steps 1-2 from the checkpoint, 3 resumed
+    updates = [torch.load(out / f"checkpoint-{n}" / "reward_model_optimizer.pt",
+                          weights_only=True)["steps"] for n in (2, 3)]
+    assert updates[1] >= updates[0] >= 1  # the reward model's optimiser came back, and went on
+
+
+def test_a_named_question_column_that_is_missing_is_an_error_that_says_how(arith):
+    from cooper.errors import UserError
+    from cooper.rl import CooperRewardFunction
+    from cooper.rl.trl_reward import question_of
+
+    fn = CooperRewardFunction(arith / "reward", question_column="question", negatives="rollouts")
+    with pytest.raises(UserError, match="no column 'question'.*question_column=None"):
+        fn(prompts=["1 + 1?"] * 2, completions=completions_of(["2", "3"]), reference=["2", "2"])
+    # by default the question is the prompt's, less the project's boxed-answer instruction
+    from cooper.data.prompts import prompt_messages
+
+    assert question_of(prompt_messages("What is 2 + 3?")) == "What is 2 + 3?"
+    assert question_of("Add 2 and 3.") == "Add 2 and 3."

@@ -46,6 +46,7 @@ from transformers import TrainerCallback
 
 from cooper.config.engine import ConfigError
 from cooper.config.train import AssistantConfig, Payer, RMUpdateConfig, Stage2, reward_plan
+from cooper.data.prompts import BOXED_INSTRUCTION
 from cooper.errors import UserError
 from cooper.infra import collective
 from cooper.rl.checkpoints import (
@@ -118,18 +119,25 @@ def verifier_column(rollouts: Sequence[Rollout], pays: Payer) -> list[float | No
 
 
 def question_of(prompt: Any) -> str:
-    """The problem's text from a prompt, when the dataset has no question column: a plain
-    string, or the last user message of a conversation."""
+    """The problem's text from a prompt, when no question column is named: a plain string, or
+    the last user message of a conversation. The instruction that this project's prompt
+    appends (:data:`~cooper.data.prompts.BOXED_INSTRUCTION`) is cut off, so a prompt built by
+    :func:`~cooper.data.prompts.prompt_messages` gives back the question it was built from,
+    as the reward model was trained to read it; any other prompt is taken whole."""
     if isinstance(prompt, str):
-        return prompt
-    users = [m.get("content", "") for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
-    if not users:
-        raise UserError("the prompt has no user message to take the question from: name the "
-                        "dataset column that holds it with question_column=NAME")
-    content = users[-1]
+        content: Any = prompt
+    else:
+        users = [m.get("content", "") for m in prompt
+                 if isinstance(m, dict) and m.get("role") == "user"]
+        if not users:
+            raise UserError("the prompt has no user message to take the question from: name the "
+                            "dataset column that holds it with question_column=NAME")
+        content = users[-1]
     if isinstance(content, list):  # multimodal content parts: their text
         content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return str(content)
+    text = str(content)
+    suffix = "\n" + BOXED_INSTRUCTION
+    return text[: -len(suffix)] if text.endswith(suffix) else text
 
 
 # ------------------------------------------------------------------ the reward function
@@ -164,7 +172,9 @@ class CooperRewardFunction:
     and is updated every step), ``"rm"`` (it pays, frozen: the pairs still measure it) or
     ``"rule"`` (the verifier pays; the reward model, if given, is only scored, to log the
     hacking signals). ``reference_column``: the dataset column with each problem's final
-    answer; ``question_column``: the one with its text (None: the prompt's last user message);
+    answer; ``question_column``: the one with its text (None, the default: the prompt's last
+    user message, less this project's boxed-answer instruction; a named column that the
+    dataset lacks is an error);
     ``id_column``: a problem id (None: the question groups the samples). The reward-model
     update's settings are :class:`~cooper.config.train.RMUpdateConfig`'s, given as an object
     (``rm_update=``) or as keywords (``negatives="rollouts", loss="margin", epochs=3,
@@ -181,7 +191,7 @@ class CooperRewardFunction:
 
     def __init__(self, reward_model: str | os.PathLike | RewardModel | None, *,
                  mode: str = "cooper", reference_column: str = "reference",
-                 question_column: str | None = "question", id_column: str | None = None,
+                 question_column: str | None = None, id_column: str | None = None,
                  rm_update: RMUpdateConfig | None = None,
                  assistant: AssistantConfig | None = None, verifier_mode: str = "strict",
                  verifier_timeout_s: float = 5.0, score_batch_size: int = 16,
@@ -227,7 +237,7 @@ class CooperRewardFunction:
 
     @classmethod
     def wrap(cls, engine: CooperReward | None, *, reference_column: str = "reference",
-             question_column: str | None = "question",
+             question_column: str | None = None,
              id_column: str | None = None) -> CooperRewardFunction:
         """Around a :class:`~cooper.rl.step.CooperReward` built by the caller (``cooper
         train``); ``engine`` may be set later, as :attr:`cooper`, before the first call."""
@@ -333,9 +343,12 @@ class CooperRewardFunction:
         if name not in columns:
             given = sorted(k for k in columns if k not in ("completion_ids", "log_extra",
                                                           "environments"))
+            hint = (f"name the right one with {setting}=NAME" if setting != "question_column" else
+                    "name the right one with question_column=NAME, or pass question_column=None "
+                    "to take the question from the prompt")
             raise UserError(f"the training dataset has no column {name!r} ({setting}); TRL passed "
-                            f"the columns {given}: name the right one with {setting}=NAME (and "
-                            "keep GRPOConfig(remove_unused_columns=False))")
+                            f"the columns {given}: {hint} (and keep "
+                            "GRPOConfig(remove_unused_columns=False))")
         values = list(columns[name])
         if len(values) != n:
             raise UserError(f"column {name!r} has {len(values)} values for {n} completions")
