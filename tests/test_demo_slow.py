@@ -18,7 +18,9 @@ def test_demo_runs_every_stage_and_writes_its_artefacts(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     names = [s["name"] for s in summary["stages"]]
     assert names == ["prepare model", "labelled set", "train VerifyRM", "robustness suite",
-                     "real completions", "Cooper RL", "Cooper report", "hacking picture"]
+                     "real completions", "Cooper RL", "Cooper report",
+                     "after Cooper: robustness suite", "after Cooper: real completions",
+                     "hacking picture"]
     for stage in summary["stages"]:
         assert stage["seconds"] >= 0
         if stage["artefact"] and stage["name"] != "prepare model":
@@ -50,9 +52,16 @@ def test_demo_runs_every_stage_and_writes_its_artefacts(tmp_path):
     rows = [json.loads(x) for x in (out / "cooper" / "metrics.jsonl").read_text().splitlines()]
     assert not any("val/accuracy" in r for r in rows)  # no held-out validation (demo.py: why)
     assert (out / "cooper" / "policy" / "config.json").exists()
-    # the table the user reads ends with the total
-    assert "total" in proc.stdout and "Cooper RL" in proc.stdout
-    # and the verdicts, one line each, as summary.json has them
-    assert len(figures["verdicts"]) == 3
+    # the updated reward model checked the same way, before -> after
+    after = figures["after_cooper"]
+    assert after["suite_items_per_kind"] == 40 and 0.0 <= after["real_balanced_accuracy"] <= 1.0
+    assert (out / "robustness_after_cooper.json").is_file()
+    assert (out / "real_completions_after_cooper.json").is_file()
+    # the table the user reads ends with the total and fits 100 columns
+    table = proc.stdout[proc.stdout.index("stage  "):proc.stdout.index("\ntotal")]
+    assert "Cooper RL" in table and max(len(x) for x in table.splitlines()) <= 100, table
+    # and the verdicts, as summary.json has them (wrapped to the terminal's 100 columns)
+    assert len(figures["verdicts"]) == 4 and "before -> after" in figures["verdicts"][3]
+    printed = " ".join(proc.stdout.split())
     for line in figures["verdicts"]:
-        assert line in proc.stdout
+        assert " ".join(line.split()) in printed

@@ -45,3 +45,16 @@ def test_missing_figures_leave_their_line_out():
     # a task without shipped real completions: the suite decides, and the line says what is missing
     (line,) = verdicts({"suite_false_positive_rate": 0.01})
     assert line.startswith("reward model: trusted") and "not measured" in line
+
+
+def test_the_reward_model_before_and_after_cooper_is_a_result_line():
+    after = {"suite_false_positive_rate": 0.01, "suite_worst_kind": "units",
+             "suite_worst_kind_rate": 0.05, "suite_kind_rates": {"opener": 0.025, "units": 0.05},
+             "real_balanced_accuracy": 0.8}
+    lines = verdicts({**_figures(rate=0.03, worst=0.1), "after_cooper": after})
+    assert len(lines) == 4
+    line = lines[3]
+    assert line.startswith("reward model before -> after Cooper's 5 updates")
+    assert "3.0% -> 1.0% false positives (opener 10.0% -> 2.5%; worst kind after: units 5.0%)" in line
+    assert "real completions 0.900 -> 0.800" in line  # worse is said as plainly as better
+    assert "NOT" not in line and "trusted" not in line  # no bar on it

@@ -223,10 +223,14 @@ def test_demo_summary_uses_the_run_totals_and_writes_the_report(tmp_path):
     report = folder / "report" / "report.html"
     assert saved["figures"]["cooper_report"] == str(report) and report.is_file()
     assert [s["name"] for s in saved["stages"]] == ["Cooper RL", "Cooper report"]
-    table = summary.table()
+    table, text = summary.table(), summary.text()
+    assert "8 steps, 21 pairs, RM updated on 7 of 8" in table
+    assert max(len(x) for x in table.splitlines()) <= 100, table  # fits a terminal
+    # the whole sentence and where the report went, below the table
+    flat = " ".join(text.split())
     assert ("21 pairs on 8 steps (negatives: 11 rollout, 8 assistant, 2 fallback); "
-            "RM updated on 7 of 8") in table
-    assert str(report) in table  # where the report went, in the table the user reads
+            "RM updated on 7 of 8") in flat
+    assert f"Cooper report: {report}" in text
 
 
 def test_report_of_a_real_tiny_training_run(tmp_path):

@@ -38,18 +38,21 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    import textwrap
+
     from cooper.config.demo import DemoSettings
-    from cooper.experiment.demo import run_demo
+    from cooper.experiment.demo import SUMMARY_WIDTH, run_demo
 
     summary = run_demo(DemoSettings(out=args.out, steps=args.steps, rm_triples=args.rm_triples,
                                     rm_samples=args.rm_samples,
                                     dataset=args.dataset, negatives=args.negatives,
                                     seed=args.seed))
     print()
-    print(summary.table())
-    print(f"\nsummary: {args.out}/summary.json; training metrics: {args.out}/cooper/metrics.jsonl; "
-          f"report of the Cooper run: {args.out}/cooper/report/report.html")
+    print(summary.text())
+    print(f"  every figure: {args.out}/summary.json")
+    print(f"  training metrics: {args.out}/cooper/metrics.jsonl")
     print()
     for line in summary.figures["verdicts"]:
-        print(line)
+        print(textwrap.fill(line, SUMMARY_WIDTH, subsequent_indent="  ",
+                            break_long_words=False))
     return 0

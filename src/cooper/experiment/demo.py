@@ -20,14 +20,18 @@ Stages, each with its own progress bar, every artefact in one folder:
    rollouts), without held-out validation (a few steps cannot move accuracy);
 6. write the run's report (``cooper report``: its totals in plain language and its curves,
    :mod:`cooper.report.run_report`);
-7. the hacking picture: a hook, printed as such, until the hacking experiment has a testbed
-   where its result is real (``docs/experiment.md``);
-8. print a summary table, where every artefact was written (also ``summary.json``), and the
+7. check the reward model that Cooper updated the same way as in stage 4, so that what the
+   online updates did to it shows before -> after (a result, with no bar on it);
+8. the hacking picture: a hook pointing at the experiment (``make experiment``), which takes
+   half an hour a seed;
+9. print a summary table of at most 100 columns (figures only; each stage's sentence and where
+   every artefact was written follow it; all of it in ``summary.json``), and the
    verdicts: is the reward model trusted (suite false-positive rates and real-completion
    accuracy), did Cooper make pairs and
    update the reward model on most steps, did the reward model agree with the verifier on the
-   policy's own rollouts. The Cooper run is summed up over all its steps
-   (:func:`cooper.report.run_totals.run_totals`), not by its last step alone.
+   policy's own rollouts, and the reward model before -> after Cooper. The Cooper run is summed
+   up over all its steps (:func:`cooper.report.run_totals.run_totals`), not by its last step
+   alone.
 
 The task is single-digit addition (``arith_small``): the embedded 135M model is right about
 12% of the time there with a boxed answer, and almost never on GSM8K or SVAMP, so this is where
@@ -71,8 +75,9 @@ from cooper.verify.verifier import verify_batch
 class Stage:
     name: str
     seconds: float
-    result: str
+    result: str  # the figures, short enough for the summary table
     artefact: str = ""
+    detail: str = ""  # a sentence or more, printed below the table
 
 
 @dataclass
@@ -86,12 +91,16 @@ class DemoSummary:
         report written (stage ``Cooper report``, figure ``cooper_report``)."""
         totals = run_totals(read_metrics(run_dir / METRICS_FILE), mode)
         self.figures["cooper_run"] = asdict(totals)
-        self.stages.append(Stage("Cooper RL", seconds, headline(totals), str(run_dir)))
+        short = f"{totals.steps} steps"
+        if totals.pairs is not None:
+            short += (f", {totals.pairs} pairs, RM updated on {totals.rm_updates or 0} of "
+                      f"{totals.steps}")
+        self.stages.append(Stage("Cooper RL", seconds, short, str(run_dir), headline(totals)))
         t0 = time.perf_counter()
         paths = build_run_report(run_dir)
         self.figures["cooper_report"] = str(paths.html)
         self.stages.append(Stage("Cooper report", time.perf_counter() - t0,
-                                 f"{len(paths.plots)} plots, report.md and report.html",
+                                 f"{len(paths.plots)} plots, report.md, report.html",
                                  str(paths.html)))
 
     def write(self, path: Path) -> None:
@@ -100,16 +109,33 @@ class DemoSummary:
              "figures": self.figures}, indent=1, default=str))
 
     def table(self) -> str:
-        rows = [("stage", "time", "result", "written to")]
-        rows += [(s.name, f"{s.seconds:.0f} s", s.result, s.artefact) for s in self.stages]
-        rows.append(("total", f"{sum(s.seconds for s in self.stages):.0f} s", "", ""))
-        widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        """Stage, time and figures: fits :data:`SUMMARY_WIDTH` columns (sentences and paths
+        are in :meth:`text`, below it)."""
+        rows = [("stage", "time", "result")]
+        rows += [(s.name, f"{s.seconds:.0f} s", s.result) for s in self.stages]
+        rows.append(("total", f"{sum(s.seconds for s in self.stages):.0f} s", ""))
+        widths = [max(len(r[i]) for r in rows) for i in range(3)]
         lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
         return "\n".join(lines)
 
+    def text(self) -> str:
+        """What the demo prints last: the table, then each stage's sentence and where each
+        artefact was written, wrapped to :data:`SUMMARY_WIDTH` columns (a path stays whole)."""
+        import textwrap
 
-STAGES = 8
+        out = [self.table(), ""]
+        for st in self.stages:
+            if st.detail:
+                out += textwrap.wrap(f"{st.name}: {st.detail}", SUMMARY_WIDTH,
+                                     subsequent_indent="  ", break_long_words=False)
+        out += ["", "written to:"]
+        out += [f"  {st.name}: {st.artefact}" for st in self.stages if st.artefact]
+        return "\n".join(out)
+
+
+SUMMARY_WIDTH = 100  # columns of the summary the demo prints last
+STAGES = 9
 # the recipe's bars (docs/reward_model.md): false-positive rates a reward model must stay under,
 # overall and for every kind of attack, and its accuracy on label-balanced real completions
 SUITE_BAR, SUITE_KIND_BAR, REAL_BAR = 0.02, 0.05, 0.85
@@ -128,8 +154,10 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
     out.mkdir(parents=True, exist_ok=True)
     summary = DemoSummary(s)
 
-    def stage(name: str, t0: float, result: str, artefact: Path | str = "") -> None:
-        summary.stages.append(Stage(name, time.perf_counter() - t0, result, str(artefact)))
+    def stage(name: str, t0: float, result: str, artefact: Path | str = "",
+              detail: str = "") -> None:
+        summary.stages.append(Stage(name, time.perf_counter() - t0, result,
+                                    str(artefact) if artefact else "", detail))
 
     _header(1, "prepare the embedded model")
     t0 = time.perf_counter()
@@ -140,8 +168,9 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
     t0 = time.perf_counter()
     data_file = out / "rm_data.jsonl"
     kinds, sampled = _write_mix(data_file, s)
-    stage("labelled set", t0, f"{s.rm_triples} rows, {kinds} kinds of correct and wrong, "
-          f"{sampled} of them the embedded model's own completions", data_file)
+    stage("labelled set", t0, f"{s.rm_triples} rows, {kinds} kinds, {sampled} own completions",
+          data_file, f"{s.rm_triples} rows, {kinds} kinds of correct and wrong, {sampled} of "
+          "them the embedded model's own completions sorted by the verifier")
 
     _header(3, "train a small VerifyRM")
     t0 = time.perf_counter()
@@ -151,26 +180,8 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
 
     _header(4, "check the VerifyRM: the robustness suite (cooper rm eval --suite) and held-out "
                "real completions")
-    t0 = time.perf_counter()
-    suite = _robustness(rm, s, out / "robustness.json")
-    rate = suite.overall.false_positive_rate
-    summary.figures["suite_false_positive_rate"] = rate
-    worst, kind = max((r.false_positive_rate, k) for k, r in suite.kinds.items())
-    summary.figures["suite_worst_kind"] = kind
-    summary.figures["suite_worst_kind_rate"] = worst
-    summary.figures["suite_items_per_kind"] = min(r.n for r in suite.kinds.values())
-    stage("robustness suite", t0, f"false positives {rate:.1%} of {suite.overall.n} attacks",
-          out / "robustness.json")
-    t0 = time.perf_counter()
-    real = _real_completions(rm, s, out / "real_completions.json")
+    summary.figures.update(_check(rm, s, out, "", stage))
     del rm
-    if real is None:
-        stage("real completions", t0, f"none ship for {s.dataset}: not measured")
-    else:
-        summary.figures["real_balanced_accuracy"] = real["accuracy"]
-        summary.figures["real_n"] = real["n"]
-        stage("real completions", t0, f"accuracy {real['accuracy']:.3f} on {real['n']} "
-              "(half correct), never trained on", out / "real_completions.json")
 
     _header(5, f"Cooper RL: {s.steps} steps of GRPO with an online-updated VerifyRM")
     t0 = time.perf_counter()
@@ -185,14 +196,53 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
     _header(6, "report of the Cooper run (cooper report)")
     summary.add_cooper_run(result.output_dir, cfg.reward.mode, time.perf_counter() - t0)
 
-    _header(7, "the hacking picture")
-    print(HACKING_HOOK, flush=True)
-    summary.stages.append(Stage("hacking picture", 0.0, "not in the demo yet (see below)"))
+    _header(7, "what Cooper did to the VerifyRM: the same checks on the updated reward model")
+    updated = RewardModel.load(result.output_dir / "reward_model", max_length=s.rm_max_length,
+                               dtype="float32")
+    summary.figures["after_cooper"] = _check(updated, s, out, "after Cooper: ", stage,
+                                             suffix="_after_cooper")
+    del updated
 
-    _header(8, "summary")
+    _header(8, "the hacking picture")
+    print(HACKING_HOOK, flush=True)
+    summary.stages.append(Stage("hacking picture", 0.0, "not in the demo (see below)"))
+
+    _header(9, "summary")
     summary.figures["verdicts"] = verdicts(summary.figures)
     summary.write(out / "summary.json")
     return summary
+
+
+def _check(rm: RewardModel, s: DemoSettings, out: Path, label: str, stage,
+           suffix: str = "") -> dict[str, Any]:
+    """The recipe's checks of a reward model (the robustness suite, held-out real
+    completions): their figures, each written to ``OUT/robustness{suffix}.json`` and
+    ``OUT/real_completions{suffix}.json`` and added to the summary's stages."""
+    figures: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    path = out / f"robustness{suffix}.json"
+    suite = _robustness(rm, s, path)
+    rate = suite.overall.false_positive_rate
+    worst, kind = max((r.false_positive_rate, k) for k, r in suite.kinds.items())
+    figures.update(suite_false_positive_rate=rate, suite_worst_kind=kind,
+                   suite_worst_kind_rate=worst,
+                   suite_items_per_kind=min(r.n for r in suite.kinds.values()),
+                   suite_kind_rates={k: r.false_positive_rate for k, r in suite.kinds.items()})
+    stage(f"{label}robustness suite", t0, f"false positives {rate:.1%} of {suite.overall.n}",
+          path, f"false positives {rate:.1%} of {suite.overall.n} attacks, the worst kind "
+          f"{kind} {worst:.1%}")
+    t0 = time.perf_counter()
+    path = out / f"real_completions{suffix}.json"
+    real = _real_completions(rm, s, path)
+    if real is None:
+        stage(f"{label}real completions", t0, "not measured",
+              detail=f"no completions of the embedded model ship for {s.dataset}")
+    else:
+        figures.update(real_balanced_accuracy=real["accuracy"], real_n=real["n"])
+        stage(f"{label}real completions", t0, f"accuracy {real['accuracy']:.3f} on {real['n']}",
+              path, f"accuracy {real['accuracy']:.3f} on {real['n']} held-out completions of "
+              "the embedded model (half correct), never trained on")
+    return figures
 
 
 HACKING_HOOK = ("The demo does not run the reward-hacking experiment: one seed of it takes about "
@@ -235,7 +285,26 @@ def verdicts(figures: dict[str, Any]) -> list[str]:
         lines.append(f"reward model on the policy's own rollouts: "
                      f"{'agrees' if ok else 'does NOT agree'} with the verifier: {first:.2f} of "
                      f"the first step's rollouts (bar {AGREEMENT_BAR}), {last:.2f} of the last")
+    after = figures.get("after_cooper")
+    if after and rate is not None:
+        lines.append(before_after(figures, after, run.get("rm_updates")))
     return lines
+
+
+def before_after(before: dict[str, Any], after: dict[str, Any], updates: int | None) -> str:
+    """What Cooper's updates did to the reward model, on the same checks: a result, no bar."""
+    kind = before["suite_worst_kind"]
+    kind_after = after.get("suite_kind_rates", {}).get(kind)
+    text = (f"reward model before -> after Cooper's {updates or 0} updates: robustness suite "
+            f"{before['suite_false_positive_rate']:.1%} -> "
+            f"{after['suite_false_positive_rate']:.1%} false positives ({kind} "
+            f"{before['suite_worst_kind_rate']:.1%} -> "
+            + (f"{kind_after:.1%}" if kind_after is not None else "not measured") + "; worst "
+            f"kind after: {after['suite_worst_kind']} {after['suite_worst_kind_rate']:.1%})")
+    if before.get("real_balanced_accuracy") is not None and after.get("real_balanced_accuracy") is not None:
+        text += (f"; real completions {before['real_balanced_accuracy']:.3f} -> "
+                 f"{after['real_balanced_accuracy']:.3f}")
+    return text
 
 
 def _write_mix(path: Path, s: DemoSettings) -> tuple[int, int]:
