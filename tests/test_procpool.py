@@ -23,6 +23,16 @@ def pool():
         yield p
 
 
+def test_a_timeout_says_whether_its_worker_computed_or_was_starved(pool):
+    """A worker that slept through its deadline had no CPU time (as one starved by a loaded
+    machine); one that computed had about all of it: the verifier retries only the first."""
+    slept, computed = pool.run(time.sleep, [(30,)], timeout_s=1.0) + pool.run(
+        sum, [(range(10**12),)], timeout_s=1.0)
+    assert slept.status == computed.status == "timeout"
+    assert slept.cpu_s is not None and slept.cpu_s < 0.1
+    assert computed.cpu_s is not None and computed.cpu_s > 0.5
+
+
 def test_results_timeouts_and_errors_are_per_call(pool):
     out = pool.run(time.sleep, [(0,), (30,), (0,)], timeout_s=0.5)
     assert out[0] == Outcome("ok") and out[2] == Outcome("ok")

@@ -17,8 +17,8 @@ from conftest import run_cli
 
 pytestmark = pytest.mark.smoke  # a whole command or training run on tiny models
 
-REQUIRED = ["reward/rm_mean", "reward/rule_mean", "hacking/gap", "rm/agreement", "rm/loss",
-            "rm/pair_acc_before", "rm/pairs", "rm/valid_negatives", "rm/fallback_negatives",
+REQUIRED = ["reward/rm_mean", "reward/rule_mean", "verify/timeouts", "hacking/gap",
+            "rm/agreement", "rm/loss", "rm/pair_acc_before", "rm/pairs", "rm/valid_negatives", "rm/fallback_negatives",
             "perf/generation", "perf/logprobs", "perf/verify", "perf/rm_score",
             "perf/policy_update", "perf/negatives", "perf/rm_update", "perf/step"]
 

@@ -24,7 +24,10 @@ Design points:
   guard; spawning a fresh interpreter per worker costs a second or more per replacement. The
   zygote is single-threaded, so its forks are safe, and a replacement is ready in milliseconds.
 * **Deadline.** A call's deadline counts from the moment it is handed to a worker, so calls
-  queued behind others are not charged for waiting.
+  queued behind others are not charged for waiting. A timed-out call says how much CPU time
+  its worker had (``Outcome.cpu_s``): a call that computed for its whole deadline is slow
+  itself; one whose worker got a fraction of it was starved by a loaded machine, and its
+  caller may try it again (:mod:`cooper.verify.verifier` does).
 * **Memory.** ``memory_limit_mb`` caps each worker's address space (``RLIMIT_AS``), so an answer
   that makes sympy build a gigantic number ends in a ``MemoryError`` inside the worker (or is
   killed at its deadline first) instead of swapping the machine.
@@ -63,11 +66,24 @@ START_TIMEOUT_S = 120.0  # a zygote or worker not ready by then is broken, not s
 
 @dataclass(frozen=True)
 class Outcome:
-    """What became of one call: ``ok`` (with ``value``), ``timeout``, or ``error``."""
+    """What became of one call: ``ok`` (with ``value``), ``timeout``, or ``error``. A
+    ``timeout`` carries the CPU seconds its worker used on the call (None where unknown)."""
 
     status: str
     value: Any = None
     error: str = ""
+    cpu_s: float | None = None
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """A process's user + system CPU time so far, or None (gone, or not readable here)."""
+    import psutil
+
+    try:
+        t = psutil.Process(pid).cpu_times()
+        return t.user + t.system
+    except (psutil.Error, OSError):
+        return None
 
 
 class WorkerStartError(RuntimeError):
@@ -315,14 +331,15 @@ class ProcessPool:
         """``fn(*args)`` for each tuple in ``calls``, in parallel; one :class:`Outcome` each.
 
         ``fn`` must be a module-level function (it is pickled by name). A call still running
-        ``timeout_s`` seconds after it reached a worker is reported as ``timeout`` and its
-        worker is killed and replaced.
+        ``timeout_s`` seconds after it reached a worker is reported as ``timeout``, with the
+        CPU seconds its worker had meanwhile, and its worker is killed and replaced.
         """
         if not timeout_s > 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s}")
         results: list[Outcome | None] = [None] * len(calls)
         pending = deque(range(len(calls)))
-        inflight: dict[Connection, tuple[_Worker, int, float]] = {}
+        # connection -> (worker, call index, deadline, the worker's CPU seconds at hand-off)
+        inflight: dict[Connection, tuple[_Worker, int, float, float | None]] = {}
         try:
             while pending or inflight:
                 while pending:
@@ -340,13 +357,13 @@ class ProcessPool:
                         results[i] = Outcome("error", error=f"cannot send call: {e!r}"[:300])
                         self._release(w)
                         continue
-                    inflight[w.conn] = (w, i, time.monotonic() + timeout_s)
+                    inflight[w.conn] = (w, i, time.monotonic() + timeout_s, _cpu_seconds(w.pid))
                 if not inflight:
                     continue
-                first_deadline = min(d for _, _, d in inflight.values())
+                first_deadline = min(d for _, _, d, _ in inflight.values())
                 ready = wait(list(inflight), max(0.0, first_deadline - time.monotonic()))
                 for conn in ready:
-                    w, i, _ = inflight.pop(conn)  # type: ignore[arg-type]
+                    w, i, _, _ = inflight.pop(conn)  # type: ignore[arg-type]
                     try:
                         status, value = conn.recv()  # type: ignore[union-attr]
                     except (EOFError, OSError):  # crashed: segfault, killed by the OOM killer
@@ -357,14 +374,16 @@ class ProcessPool:
                                   else Outcome("error", error=str(value)))
                     self._release(w)
                 now = time.monotonic()
-                for conn, (w, i, deadline) in list(inflight.items()):
+                for conn, (w, i, deadline, cpu0) in list(inflight.items()):
                     if deadline <= now:
                         del inflight[conn]
-                        results[i] = Outcome("timeout")
+                        cpu1 = _cpu_seconds(w.pid)
+                        used = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
+                        results[i] = Outcome("timeout", cpu_s=used)
                         self._discard(w, replace=True)
         finally:
             # Interrupted (KeyboardInterrupt, WorkerStartError): a late reply would put these
             # sockets out of step with the next request, so their workers are replaced.
-            for w, _, _ in inflight.values():
+            for w, _, _, _ in inflight.values():
                 self._discard(w, replace=True)
         return [r if r is not None else Outcome("error", error="not run") for r in results]

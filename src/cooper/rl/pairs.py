@@ -98,6 +98,7 @@ class RolloutStats:
     problems_with_positive: int
     problems: int
     nonfinite_scores: int  # reward-model scores that were NaN or infinite
+    verifier_timeouts: int = 0  # this process's rollouts whose check timed out (counted wrong)
 
 
 def top_wrong(groups: Iterable[Sequence[Rollout]]) -> float | None:

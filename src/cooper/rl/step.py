@@ -39,7 +39,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from cooper.config.train import Payer, RewardPlan, RMUpdateConfig, Stage2, TrainConfig
@@ -199,6 +199,12 @@ class CooperReward:
         t = time.perf_counter()
         verdicts = self.verify(completions, references)
         seconds["verify"] = time.perf_counter() - t
+        timeouts = sum(v.reason == "timeout" for v in verdicts)
+        if timeouts:  # counted wrong: a positive lost, or a "negative" that may be right
+            log.warning("step %d: %d of %d rollouts timed out in the verifier (even after a "
+                        "retry where the machine was busy) and count as wrong; a loaded "
+                        "machine makes such a run differ from an idle one", step, timeouts,
+                        len(verdicts))
         # 2. the current reward model's probabilities (the reward in rm and cooper modes)
         scores: list[float | None] = [None] * len(completions)
         if self.plan.scores_with_rm:
@@ -219,7 +225,8 @@ class CooperReward:
         everyone = self.collective.gather_objects(rollouts)
         if training and self.plan.stage2 is not Stage2.OFF:
             self._prepare_stage2(everyone, step)
-        return rollouts, rollout_stats(everyone), seconds
+        stats = replace(rollout_stats(everyone), verifier_timeouts=timeouts)
+        return rollouts, stats, seconds
 
     def rewards(self, rollouts: Sequence[Rollout]) -> list[float]:
         """The policy's reward per rollout: the verdict, or the reward model's probability.

@@ -83,6 +83,7 @@ def rollout_metrics(stats: RolloutStats, seconds: dict[str, float]) -> dict[str,
     if stats.rm_mean is not None or stats.nonfinite_scores:  # counted even when all are
         m["reward/nonfinite"] = stats.nonfinite_scores
     m["rm/problems_with_positive"] = stats.problems_with_positive
+    m["verify/timeouts"] = stats.verifier_timeouts
     m.update({f"perf/{name}": value for name, value in seconds.items()})
     return m
 

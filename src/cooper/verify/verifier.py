@@ -19,7 +19,14 @@ fast, and impossible to hang. One check goes:
    in the main thread (huggingface/Math-Verify#50, #55; huggingface/trl#5281) and TRL calls
    reward functions from other threads. The parent enforces a hard wall-clock deadline instead:
    a worker still busy after ``timeout_s`` is killed and replaced, and the item is ``timeout``,
-   never correct. Equal answers within one batch are checked once.
+   never correct. Unless its worker was *starved*: on a loaded machine (a busy laptop, a shared
+   node, a test suite beside a training run) a check that takes milliseconds idle can miss its
+   deadline while its worker waits for a core, and a verdict that depends on the load would
+   make the same run give different pairs, updates and reward models. An item whose worker had
+   less than :data:`STARVED` of its deadline in CPU time is tried once more, with
+   :data:`RETRY_FACTOR` times the deadline; one that computed for its whole deadline (a hostile
+   answer) is not, so it still costs one deadline. Equal answers within one batch are checked
+   once.
 
 Reasons in a :class:`Verdict`: ``correct``, ``wrong``, ``no_answer``, ``timeout``, ``error``
 (no usable reference, a worker that crashed, an unparseable reference). Only ``correct`` is
@@ -51,6 +58,8 @@ from cooper.verify.extraction import (
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 5.0  # the same budget math-verify gives each step by default
+RETRY_FACTOR = 4.0  # a starved item is tried once more with this many times the deadline
+STARVED = 0.5  # a timed-out worker that had less CPU time than this share of its deadline
 DEFAULT_MEMORY_LIMIT_MB = 2048  # per worker; a tower like 10^{10^{10}} needs far more
 DEFAULT_CACHE_SIZE = 65536
 MAX_CACHED_CHARS = 2000  # longer answers are not cached (a 1 MB key would pin 1 MB)
@@ -75,7 +84,8 @@ class VerifierStats:
     fast_path: int = 0
     cache_hits: int = 0
     worker_checks: int = 0
-    timeouts: int = 0
+    retries: int = 0  # starved items tried again with a longer deadline
+    timeouts: int = 0  # items that ended as timeout (after a retry, for a starved one)
     errors: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -223,6 +233,13 @@ class _LRU:
         return len(self._d)
 
 
+def starved(outcome, timeout_s: float) -> bool:
+    """A timeout whose worker had less than :data:`STARVED` of the deadline in CPU time (or an
+    unknown amount): the machine was busy, not the check slow."""
+    return outcome.status == "timeout" and (outcome.cpu_s is None
+                                            or outcome.cpu_s < STARVED * timeout_s)
+
+
 def _check_mode(mode: str) -> None:
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
@@ -253,9 +270,11 @@ class Verifier:
         return self.verify_batch([completion], [reference], mode=mode, timeout_s=timeout_s)[0]
 
     def verify_batch(self, completions: Sequence[Any], references: Sequence[Any], *,
-                     mode: Mode = "strict",
-                     timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Verdict]:
-        """One :class:`Verdict` per (completion, reference) pair, checked in parallel."""
+                     mode: Mode = "strict", timeout_s: float = DEFAULT_TIMEOUT_S,
+                     retry_timeout_s: float | None = None) -> list[Verdict]:
+        """One :class:`Verdict` per (completion, reference) pair, checked in parallel. An item
+        that misses ``timeout_s`` while its worker was starved of CPU is checked once more with
+        ``retry_timeout_s`` (default :data:`RETRY_FACTOR` times ``timeout_s``)."""
         _check_mode(mode)
         if len(completions) != len(references):
             raise ValueError(f"{len(completions)} completions but {len(references)} references")
@@ -264,7 +283,7 @@ class Verifier:
         verdicts: list[Verdict | None] = [None] * len(completions)
         jobs: dict[tuple[str, str], list[tuple[int, str]]] = {}
         counts = dict(items=len(completions), no_answer=0, fast_path=0, cache_hits=0,
-                      worker_checks=0, timeouts=0, errors=0)
+                      worker_checks=0, retries=0, timeouts=0, errors=0)
         for i, (completion, reference) in enumerate(zip(completions, references, strict=True)):
             span = find_answer(completion_text(completion), mode)
             if span is None:
@@ -291,8 +310,14 @@ class Verifier:
         if jobs:
             keys = list(jobs)
             counts["worker_checks"] = len(keys)
-            for key, outcome in zip(keys, self._pool.run(equivalent, keys, timeout_s),
-                                    strict=True):
+            outcomes = dict(zip(keys, self._pool.run(equivalent, keys, timeout_s), strict=True))
+            late = [k for k in keys if starved(outcomes[k], timeout_s)]
+            if late:  # once more, with a longer deadline: the machine was busy, not the check
+                counts["retries"] = len(late)
+                retry_s = retry_timeout_s if retry_timeout_s is not None else timeout_s * RETRY_FACTOR
+                outcomes.update(zip(late, self._pool.run(equivalent, late, retry_s), strict=True))
+            for key in keys:
+                outcome = outcomes[key]
                 if outcome.status == "ok":
                     correct, reason = bool(outcome.value), "correct" if outcome.value else "wrong"
                     self._cache.put(key, correct)
@@ -301,7 +326,7 @@ class Verifier:
                     counts["timeouts" if reason == "timeout" else "errors"] += 1
                     log.warning("verifier %s on answer %.80r vs reference %.80r%s", reason,
                                 key[0], key[1], f": {outcome.error}" if outcome.error else
-                                f" after {timeout_s:g} s")
+                                f" after {timeout_s:g} s" + (" and a retry" if key in late else ""))
                 for i, text in jobs[key]:
                     verdicts[i] = Verdict(correct, text, reason)
         self.stats.add(**counts)
