@@ -19,6 +19,7 @@ import sys
 from cooper import __version__
 from cooper.errors import UserError
 from cooper.infra.allocator import keep_freed_memory
+from cooper.infra.threads import fixed_math_threads
 
 # Order here is the order in `cooper --help`: the pipeline from data to report.
 GROUPS = ("demo_cmd", "models_cmd", "data_cmd", "verify_cmd", "rm_cmd", "train_cmd", "eval_cmd",
@@ -50,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:
         keep_freed_memory()  # before any tensor exists: steps reuse memory, not fault it in
+        fixed_math_threads()  # before oneMKL starts: the same numbers on a busy machine
         return int(args.func(args) or 0)
     except UserError as e:
         if os.environ.get("COOPER_DEBUG"):

@@ -49,6 +49,7 @@ from cooper.config.train import AssistantConfig, Payer, RMUpdateConfig, Stage2, 
 from cooper.data.prompts import BOXED_INSTRUCTION
 from cooper.errors import UserError
 from cooper.infra import collective
+from cooper.infra.threads import fixed_math_threads
 from cooper.rl.checkpoints import (
     RM_FOLDER,
     check_rm_replicas,
@@ -218,6 +219,7 @@ class CooperRewardFunction:
         import torch
         from accelerate import PartialState
 
+        fixed_math_threads()  # a user's script: the same numbers on a busy machine
         device = PartialState(cpu=not torch.cuda.is_available()).device
         rm, updater = load_reward_model(reward_model, plan=plan, update=update,
                                         max_length=max_length, dtype=dtype, device=device)
