@@ -318,7 +318,7 @@ def test_a_named_question_column_that_is_missing_is_an_error_that_says_how(arith
     from cooper.rl.trl_reward import question_of
 
     fn = CooperRewardFunction(arith / "reward", question_column="question", negatives="rollouts")
-    with pytest.raises(UserError, match="no column 'question'.*question_column=None"):
+    with pytest.raises(UserError, match="no column .question.*question_column=NAME or None"):
         fn(prompts=["1 + 1?"] * 2, completions=completions_of(["2", "3"]), reference=["2", "2"])
     # by default the question is the prompt's, less the project's boxed-answer instruction
     from cooper.data.prompts import prompt_messages

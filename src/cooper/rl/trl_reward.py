@@ -56,8 +56,8 @@ from cooper.rl.checkpoints import (
     load_reward_model_state,
     save_reward_model_state,
 )
-from cooper.rl.pairs import RolloutStats
-from cooper.rl.step import CooperReward, Stage2Stats, load_reward_model
+from cooper.rl.step import CooperReward, load_reward_model
+from cooper.rl.step_metrics import rollout_metrics, stage2_metrics
 from cooper.types import Rollout
 from cooper.verify.verifier import completion_text, verify_batch
 
@@ -69,45 +69,7 @@ log = logging.getLogger(__name__)
 LogMetric = Callable[[str, float], None]
 
 
-# ------------------------------------------------------------------ metrics
-
-def rollout_metrics(stats: RolloutStats, seconds: dict[str, float]) -> dict[str, float]:
-    """Stage 1's metrics: the rewards, the hacking signals and the time of each part."""
-    m = {"reward/rule_mean": stats.rule_mean}
-    if stats.rm_mean is not None:
-        m.update({"reward/rm_mean": stats.rm_mean, "hacking/gap": stats.gap,
-                  "rm/agreement": stats.agreement})
-    if stats.top_wrong is not None:
-        m["hacking/top_wrong"] = stats.top_wrong
-    if stats.group_auroc is not None:
-        m["rm/group_auroc"] = stats.group_auroc
-    if stats.rm_mean is not None or stats.nonfinite_scores:  # counted even when all are
-        m["reward/nonfinite"] = stats.nonfinite_scores
-    m["rm/problems_with_positive"] = stats.problems_with_positive
-    m["verify/timeouts"] = stats.verifier_timeouts
-    m.update({f"perf/{name}": value for name, value in seconds.items()})
-    return m
-
-
-def stage2_metrics(st: Stage2Stats) -> dict[str, float]:
-    """Stage 2's metrics: the pairs, where their negatives came from, the update."""
-    m = {"rm/positives": st.positives, "rm/pairs": st.pairs,
-         "rm/pairs_rollout": st.pairs_rollout, "rm/pairs_assistant": st.pairs_assistant,
-         "rm/negatives_ambiguous": st.negatives_ambiguous,
-         "rm/valid_negatives": st.valid_negatives,
-         "rm/fallback_negatives": st.fallback_negatives, "rm/dropped_pairs": st.dropped,
-         "rm/updated": float(st.updated), "rm/skipped_nonfinite": float(st.skipped_nonfinite),
-         "perf/negatives": st.seconds_negatives,
-         "perf/negatives_total": st.seconds_negatives_total,
-         "perf/rm_update": st.seconds_update}
-    if st.loss is not None:
-        m.update({"rm/loss": st.loss, "rm/pair_acc_before": st.pair_acc_before})
-    if st.grad_norm is not None:
-        m["rm/grad_norm"] = st.grad_norm
-    if st.changed_fraction is not None:
-        m["rm/changed_fraction"] = st.changed_fraction
-    return m
-
+# ------------------------------------------------------------------ columns
 
 def verifier_column(rollouts: Sequence[Rollout], pays: Payer) -> list[float | None]:
     """The verifier's column. When it is only logged (weight 0), a row whose reward-model
@@ -121,11 +83,9 @@ def verifier_column(rollouts: Sequence[Rollout], pays: Payer) -> list[float | No
 
 
 def question_of(prompt: Any) -> str:
-    """The problem's text from a prompt, when no question column is named: a plain string, or
-    the last user message of a conversation. The instruction that this project's prompt
-    appends (:data:`~cooper.data.prompts.BOXED_INSTRUCTION`) is cut off, so a prompt built by
-    :func:`~cooper.data.prompts.prompt_messages` gives back the question it was built from,
-    as the reward model was trained to read it; any other prompt is taken whole."""
+    """The question of a prompt (a string, or a conversation's last user message) when no
+    column names it, less the instruction :func:`~cooper.data.prompts.prompt_messages` appends:
+    the question as the reward model was trained to read it."""
     if isinstance(prompt, str):
         content: Any = prompt
     else:
@@ -346,12 +306,10 @@ class CooperRewardFunction:
         if name not in columns:
             given = sorted(k for k in columns if k not in ("completion_ids", "log_extra",
                                                           "environments"))
-            hint = (f"name the right one with {setting}=NAME" if setting != "question_column" else
-                    "name the right one with question_column=NAME, or pass question_column=None "
-                    "to take the question from the prompt")
+            none = " or None (the prompt's)" if setting == "question_column" else ""
             raise UserError(f"the training dataset has no column {name!r} ({setting}); TRL passed "
-                            f"the columns {given}: {hint} (and keep "
-                            "GRPOConfig(remove_unused_columns=False))")
+                            f"the columns {given}: name the right one with {setting}=NAME{none} "
+                            "(and keep GRPOConfig(remove_unused_columns=False))")
         values = list(columns[name])
         if len(values) != n:
             raise UserError(f"column {name!r} has {len(values)} values for {n} completions")
