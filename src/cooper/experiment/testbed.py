@@ -248,7 +248,7 @@ def tiny_arith_models(*, progress: bool = False, name: str = TINY_ARITH) -> Path
     tokenizer: ``DIR/policy``, ``DIR/reward``.
 
     The policy is shipped (:func:`shipped_policy`): ``tiny-arith-v1`` (the tests' model: 300
-    steps on ``arith_small``, right on about half of its problems) or ``tiny-arith-2x1-v2`` (the
+    steps on ``arith_small``, right on about 40% of its problems) or ``tiny-arith-2x1-v2`` (the
     testbed's). Put into the model cache once and reused; written to a temporary folder and
     renamed, like the embedded model.
     """
