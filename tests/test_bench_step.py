@@ -50,3 +50,37 @@ def test_bench_step_reports_every_stage_and_the_ratios(arith, tmp_path):
     assert result["cooper_over_rm_from_stages"] == pytest.approx((rm_step + extra) / rm_step)
     assert extra > 0  # Cooper's own stages were timed
     assert "environment" in result and "cooper_over_rm" in (tmp_path / "step.md").read_text()
+
+
+def test_bench_step_times_an_experiment_presets_arms_on_its_setup(tmp_path):
+    """`--preset hacking_cpu`: the arms as the experiment runs them, on one seed's setup
+    (reused from an experiment folder), each step split into the policy's side and the reward
+    model's."""
+    from test_experiment import CPU
+
+    tiny = [a for a in CPU[2:] if a.startswith(("setup.", "rm_init.", "probe."))] + [
+        "train.rollout.prompts_per_step=2", "train.rollout.samples_per_prompt=2",
+        "train.rollout.micro_batch_size=4", "train.rollout.max_completion_length=12",
+        "train.assistant.max_new_tokens=12", "train.rm_update.train_layers=1"]
+    run_cli("experiment", "hacking", "--preset", "hacking_cpu", "--out", tmp_path / "exp",
+            "--setup-only", *tiny)
+    out = tmp_path / "arms.json"
+    run_cli("bench", "step", "--preset", "hacking_cpu", "--setup", tmp_path / "exp" / "seed-0",
+            "--modes", "rule,cooper_rollouts", "--steps", "1", "--warmup", "1",
+            "--threads", "1", "--out", out, "--markdown", tmp_path / "arms.md", *tiny)
+    result = json.loads(out.read_text())
+    assert list(result["modes"]) == ["rule", "cooper_rollouts"] and result["threads"] == 1
+    for r in result["modes"].values():
+        per = r["per_step"][0]
+        assert r["policy_side_median_s"] == pytest.approx(
+            per["generation"] + per["logprobs"] + per["policy_update"], abs=1e-3)
+        assert r["rm_side_median_s"] == pytest.approx(
+            per["rm_score"] + per["negatives"] + per["rm_update"], abs=1e-3)
+    # the arms as the experiment runs them: the rule arm watches its reward model, the
+    # rollout arm updates it
+    assert result["modes"]["rule"]["stages_median_s"]["rm_score"] > 0
+    assert result["modes"]["cooper_rollouts"]["stages_median_s"]["rm_update"] > 0
+    assert "reward model's side" in (tmp_path / "arms.md").read_text()
+    bad = run_cli("bench", "step", "--preset", "hacking_cpu", "--modes", "nope", "--setup",
+                  tmp_path / "exp" / "seed-0", *tiny, check=False)
+    assert bad.returncode == 2 and "has no arm nope" in bad.stderr

@@ -15,6 +15,15 @@ ratios of step medians it gives each ratio from the stages Cooper adds to the ba
 (``cooper_over_rm_from_stages``: the baseline's step plus the median of Cooper's negatives wait
 and reward-model update), which the machine's drift between runs does not move. ``--repeats``
 runs every mode several times, alternating, and pools the measured steps.
+
+An experiment preset (``--preset hacking_cpu``) times its arms instead of the three modes, each
+with the arm's own ``cooper train`` settings on one seed's setup (``--setup OUT/seed-S`` reuses
+an experiment's; without it one is built first, minutes), and the settings after the options
+are the experiment's (``train.rollout.prompts_per_step=2``, ``setup.policy=DIR``). Every mode
+or arm also reports its step split in two: the policy's side (generation, log-probabilities and
+the policy's update) and the reward model's (scoring, negatives and its update), so that a
+change to either is measured the same way. ``--threads 1`` runs each as one arm of
+``cooper experiment hacking --jobs 2`` on two cores does.
 """
 
 from __future__ import annotations
@@ -33,6 +42,9 @@ from typing import Any
 
 STAGES = ("generation", "logprobs", "verify", "rm_score", "policy_update", "negatives",
           "rm_update")
+# a step in two: what the policy costs and what the reward model costs (waits, as timed)
+POLICY_SIDE = ("generation", "logprobs", "policy_update")
+RM_SIDE = ("rm_score", "negatives", "rm_update")
 # what a Cooper step does beyond each baseline (the waits, so work hidden in the background
 # does not count)
 EXTRA_STAGES = {"rule": ("rm_score", "negatives", "rm_update"), "rm": ("negatives", "rm_update")}
@@ -47,7 +59,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeats", type=int, default=1,
                    help="runs per mode, alternating modes; medians pool every measured step "
                         "(default: %(default)s)")
-    p.add_argument("--modes", default="rule,rm,cooper", help="modes to run (default: %(default)s)")
+    p.add_argument("--modes", default=None,
+                   help="modes to run (default: rule,rm,cooper), or with an experiment preset "
+                        "the arms to run (default: all of them)")
+    p.add_argument("--setup", default=None,
+                   help="experiment presets: a seed's folder of that experiment (OUT/seed-S) "
+                        "whose setup is reused (default: build one, minutes)")
+    p.add_argument("--seed", type=int, default=0, help="experiment presets: the seed whose "
+                   "setup is built and trained (default: %(default)s)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads of each run (default: torch's; 1 matches an arm of "
+                        "`cooper experiment hacking --jobs 2` on 2 cores)")
     p.add_argument("--rm", default=None,
                    help="reward-model folder (default: one built from the policy checkpoint; its "
                         "quality does not change the work a step does)")
@@ -73,15 +95,21 @@ def _peak_rss_mb(proc: subprocess.Popen, stop: threading.Event, out: list[float]
     out.append(peak / 2**20)
 
 
-def _run_mode(mode: str, args: argparse.Namespace, rm: str, out: Path) -> tuple[list[dict], float]:
-    """One ``cooper train`` run: its measured steps' metrics and its peak RSS (MB)."""
-    cmd = [sys.executable, "-m", "cooper", "train", "--config", args.preset,
-           f"reward.mode={mode}", f"reward.model={rm}", f"output_dir={out}",
-           f"max_steps={args.warmup + args.steps}", "validation.enabled=false", "report_to=none",
-           *PLAIN[mode], *args.overrides]
+def _run_mode(mode: str, args: argparse.Namespace, settings: list[str],
+              out: Path) -> tuple[list[dict], float]:
+    """One ``cooper train`` run with ``settings`` (a preset or settings file and the mode's
+    keys): its measured steps' metrics and its peak RSS (MB)."""
+    import os
+
+    cmd = [sys.executable, "-m", "cooper", "train", *settings, f"output_dir={out}",
+           f"max_steps={args.warmup + args.steps}", "validation.enabled=false", "report_to=none"]
+    env = dict(os.environ)
+    if args.threads:
+        env.update(OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
     print(f"[bench step] {mode}: {' '.join(cmd[2:])}", file=sys.stderr, flush=True)
     stop, peak = threading.Event(), []
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env=env)
     watcher = threading.Thread(target=_peak_rss_mb, args=(proc, stop, peak), daemon=True)
     watcher.start()
     _, err = proc.communicate()
@@ -94,13 +122,77 @@ def _run_mode(mode: str, args: argparse.Namespace, rm: str, out: Path) -> tuple[
     return steps, peak[0] if peak else math.nan
 
 
+def _mode_settings(args: argparse.Namespace, work: Path) -> dict[str, list[str]]:
+    """What each mode's ``cooper train`` run gets: a training preset with the mode's reward
+    settings and the overrides, or an experiment preset's arms as settings files."""
+    from cooper.config.experiment import list_experiment_presets
+
+    preset = Path(args.preset)
+    experiment = args.preset in list_experiment_presets() or (
+        preset.suffix in (".yaml", ".yml") and preset.is_file()
+        and "arms" in (_yaml(preset) or {}))
+    if experiment:
+        return _arm_settings(args, work)
+    modes = [m for m in (args.modes or "rule,rm,cooper").split(",") if m]
+    unknown = set(modes) - set(PLAIN)
+    if unknown:
+        from cooper.errors import UserError
+
+        raise UserError(f"--modes takes rule,rm,cooper with a training preset (got "
+                        f"{args.modes}); an experiment preset takes its arms")
+    rm = args.rm or _default_rm(args.preset, work)
+    return {m: ["--config", args.preset, f"reward.mode={m}", f"reward.model={rm}", *PLAIN[m],
+                *args.overrides] for m in modes}
+
+
+def _yaml(path: Path) -> Any:
+    import yaml
+
+    return yaml.safe_load(path.read_text())
+
+
+def _arm_settings(args: argparse.Namespace, work: Path) -> dict[str, list[str]]:
+    """An experiment preset's arms on one seed's setup, each as a ``cooper train`` settings
+    file written into ``work``: what ``cooper experiment hacking`` runs for that arm."""
+    import yaml
+
+    from cooper.config.experiment import load_experiment
+    from cooper.errors import UserError
+    from cooper.experiment.hacking import arm_config
+    from cooper.experiment.setup import run_setup
+
+    exp = load_experiment(args.preset, args.overrides).for_seed(args.seed).validate()
+    arms = [a for a in (args.modes or ",".join(exp.arms)).split(",") if a]
+    unknown = sorted(set(arms) - set(exp.arms))
+    if unknown:
+        raise UserError(f"{args.preset} has no arm {', '.join(unknown)}; its arms: "
+                        f"{', '.join(exp.arms)}")
+    seed_dir = Path(args.setup) if args.setup else work / f"seed-{args.seed}"
+    if args.setup and not (seed_dir / "setup" / "setup.json").is_file():
+        raise UserError(f"--setup {seed_dir} holds no built setup (setup/setup.json): give an "
+                        "experiment's OUT/seed-S folder, or leave --setup out to build one")
+    setup = run_setup(exp, seed_dir)
+    settings = {}
+    for arm in arms:
+        path = work / f"arm-{arm}.yaml"
+        path.write_text(yaml.safe_dump(arm_config(exp, arm, seed_dir, setup).to_dict()))
+        settings[arm] = ["--config", str(path)]
+    return settings
+
+
 def _summary(steps: list[dict], peak_mb: float, per_step: int) -> dict[str, Any]:
     """Medians over the measured steps (of every repeat) of one mode."""
     med = {s: statistics.median(r.get(f"perf/{s}", 0.0) for r in steps) for s in STAGES}
+
+    def side(stages: tuple[str, ...]) -> float:
+        return statistics.median(sum(r.get(f"perf/{s}", 0.0) for s in stages) for r in steps)
+
     gen_tps = statistics.median(
         r["completions/mean_length"] * per_step / r["perf/generation"] for r in steps)
     return {"stages_median_s": med,
             "step_median_s": statistics.median(r["perf/step"] for r in steps),
+            "policy_side_median_s": side(POLICY_SIDE),
+            "rm_side_median_s": side(RM_SIDE),
             "generated_tokens_per_s": gen_tps,
             "mean_completion_tokens": statistics.mean(r["completions/mean_length"] for r in steps),
             "pairs_per_step": statistics.mean(r.get("rm/pairs", 0.0) for r in steps),
@@ -130,16 +222,14 @@ def _default_rm(preset: str, work: Path) -> str:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    modes = [m for m in args.modes.split(",") if m]
-    unknown = set(modes) - set(PLAIN)
-    if unknown or args.steps < 1 or args.warmup < 0 or args.repeats < 1:
+    if args.steps < 1 or args.warmup < 0 or args.repeats < 1:
         from cooper.errors import UserError
 
-        raise UserError(f"--modes takes rule,rm,cooper (got {args.modes}); --steps >= 1, "
-                        "--warmup >= 0, --repeats >= 1")
+        raise UserError("--steps >= 1, --warmup >= 0, --repeats >= 1")
     with tempfile.TemporaryDirectory(prefix="cooper-bench-step-") as tmp:
         work = Path(tmp)
-        rm = args.rm or _default_rm(args.preset, work)
+        settings = _mode_settings(args, work)
+        modes = list(settings)
         steps: dict[str, list[dict]] = {m: [] for m in modes}
         peaks: dict[str, float] = {m: math.nan for m in modes}  # NaN: never sampled
         per_step = 0
@@ -148,14 +238,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for r in range(args.repeats):
             for m in modes:
                 run_dir = work / f"{m}-{r}"
-                rows, peak = _run_mode(m, args, rm, run_dir)
+                rows, peak = _run_mode(m, args, settings[m], run_dir)
                 steps[m] += rows
                 peaks[m] = max((p for p in (peaks[m], peak) if not math.isnan(p)),
                                default=math.nan)
                 per_step = _completions_per_step(run_dir)
         results = {m: _summary(steps[m], peaks[m], per_step) for m in modes}
     out: dict[str, Any] = {"preset": args.preset, "steps": args.steps, "warmup": args.warmup,
-                           "repeats": args.repeats,
+                           "repeats": args.repeats, "threads": args.threads,
+                           "setup": args.setup, "seed": args.seed,
                            "overrides": args.overrides, "modes": results}
     step = {m: r["step_median_s"] for m, r in results.items()}
     if "cooper" in step:
@@ -178,6 +269,10 @@ def markdown_table(result: dict[str, Any]) -> str:
     head = "| stage (median s) | " + " | ".join(modes) + " |\n|---|" + "---|" * len(modes) + "\n"
     rows = [f"| {s} | " + " | ".join(f"{result['modes'][m]['stages_median_s'][s]:.2f}"
                                      for m in modes) + " |" for s in STAGES]
+    rows.append("| policy's side | " + " | ".join(
+        f"{result['modes'][m]['policy_side_median_s']:.2f}" for m in modes) + " |")
+    rows.append("| reward model's side | " + " | ".join(
+        f"{result['modes'][m]['rm_side_median_s']:.2f}" for m in modes) + " |")
     rows.append("| **step** | " + " | ".join(f"**{result['modes'][m]['step_median_s']:.2f}**"
                                              for m in modes) + " |")
     rows.append("| generated tokens/s | " + " | ".join(
