@@ -84,3 +84,5 @@ def test_bench_step_times_an_experiment_presets_arms_on_its_setup(tmp_path):
     bad = run_cli("bench", "step", "--preset", "hacking_cpu", "--modes", "nope", "--setup",
                   tmp_path / "exp" / "seed-0", *tiny, check=False)
     assert bad.returncode == 2 and "has no arm nope" in bad.stderr
+    bad = run_cli("bench", "step", "--preset", "hacking_cpu", "--threads", "0", check=False)
+    assert bad.returncode == 2 and "--threads >= 1" in bad.stderr

@@ -104,7 +104,7 @@ def _run_mode(mode: str, args: argparse.Namespace, settings: list[str],
     cmd = [sys.executable, "-m", "cooper", "train", *settings, f"output_dir={out}",
            f"max_steps={args.warmup + args.steps}", "validation.enabled=false", "report_to=none"]
     env = dict(os.environ)
-    if args.threads:
+    if args.threads is not None:
         env.update(OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
     print(f"[bench step] {mode}: {' '.join(cmd[2:])}", file=sys.stderr, flush=True)
     stop, peak = threading.Event(), []
@@ -222,10 +222,11 @@ def _default_rm(preset: str, work: Path) -> str:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    if args.steps < 1 or args.warmup < 0 or args.repeats < 1:
+    if (args.steps < 1 or args.warmup < 0 or args.repeats < 1
+            or (args.threads is not None and args.threads < 1)):
         from cooper.errors import UserError
 
-        raise UserError("--steps >= 1, --warmup >= 0, --repeats >= 1")
+        raise UserError("--steps >= 1, --warmup >= 0, --repeats >= 1, --threads >= 1")
     with tempfile.TemporaryDirectory(prefix="cooper-bench-step-") as tmp:
         work = Path(tmp)
         settings = _mode_settings(args, work)
