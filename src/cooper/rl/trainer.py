@@ -36,6 +36,7 @@ import logging
 import os
 import shutil
 import time
+import warnings
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,13 @@ from cooper.rl.validation import ValidationCallback
 from cooper.verify.verifier import verify_batch
 
 log = logging.getLogger(__name__)
+
+# TRL (1.16) reads transformers' deprecated `is_gradient_checkpointing` when it unwraps the
+# policy for generation; transformers 5 warns once per run, in the middle of the progress bar.
+# Harmless (the property still answers; our setting goes in under its new name,
+# activation_checkpointing, below), and not ours to fix, so that one warning is not shown.
+warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated",
+                        category=FutureWarning)
 
 
 # GRPOConfig fields that change the advantage or the policy loss. Each is set from our settings
