@@ -22,7 +22,8 @@ ARMS = ("rule", "rm", "cooper", "cooper_rollouts")  # the preset's arms
 TINY = ["setup.policy=tiny-random", "setup.reward_model=tiny-random", "rm_init.triples=8",
         "rm_init.unfinished=2",
         "probe.triples=8", "final_eval.limit=4", "final_eval.samples=1",
-        "final_eval.max_new_tokens=12", "train.max_steps=2", "train.save_steps=1",
+        "final_eval.max_new_tokens=12", "final_eval.policies=2", "final_eval.every_steps=1",
+        "train.max_steps=2", "train.save_steps=1",
         "train.rollout.prompts_per_step=2", "train.rollout.samples_per_prompt=2",
         "train.rollout.micro_batch_size=4", "train.rollout.max_completion_length=12",
         "train.assistant.max_new_tokens=12", "train.validation.limit=4",
@@ -79,6 +80,19 @@ def test_experiment_runs_every_arm_resumes_and_reports(tmp_path):
                 assert math.isfinite(r[key]), (arm, key, r)
         vals = [r for r in rows if "val/rm_probe_accuracy" in r]
         assert [r["step"] for r in vals] == [0, 1, 2]  # before training, then every step
+        # the headline: the mean over the policies after steps 1 and 2 (the final one), each
+        # scored like the final one; the final policy's score alone stays beside it
+        assert [p.name for p in (folder / "policy-steps").iterdir()] == ["step-1"]
+        last = json.loads((folder / "final_eval_last.json").read_text())
+        step1 = json.loads((folder / "final_eval.step-1.json").read_text())
+        final = json.loads((folder / "final_eval.json").read_text())
+        assert last["points"] == [
+            {"step": 1, "average": step1["average"],
+             "benchmarks": {"arith_2x1:test": step1["benchmarks"]["arith_2x1:test"]["accuracy"]}},
+            {"step": 2, "average": final["average"],
+             "benchmarks": {"arith_2x1:test": final["benchmarks"]["arith_2x1:test"]["accuracy"]}}]
+        assert last["average"] == pytest.approx((step1["average"] + final["average"]) / 2)
+        assert done["final_eval_last"] == last and not last["missing"]
     # every arm started from the same models and seed: the settings differ only in what the
     # preset's arm declares, the run folder and what the mode decides (the optimised column)
     declared = yaml.safe_load((out / "experiment.yaml").read_text())["arms"]
@@ -107,6 +121,8 @@ def test_experiment_runs_every_arm_resumes_and_reports(tmp_path):
     md = (report / "report.md").read_text()
     assert md.startswith("# Reward hacking") and md.index("## Verdict") < md.index("## Final")
     assert "| no RL (initial policy) |" in md and "| fixed RM |" in md
+    assert "mean over its last 2 policies, 1 step apart" in md
+    assert md.index("## Final") < md.index("## Appendix: the final policy alone")
     assert "not run yet" not in md
 
     # a rerun finds everything complete and skips it
@@ -179,6 +195,8 @@ def test_interrupted_arm_continues_from_its_checkpoint(tmp_path):
     ("rm_init.triples=3", "even number"),
     ("--jobs=0", "--jobs 0"),
     ("--seeds=0,x", "seeds='0,x'"),
+    ("final_eval.policies=30", "do not fit in its 500 steps"),
+    ("final_eval.every_steps=0", "must be >= 1"),
 ])
 def test_bad_settings_stop_before_any_work(tmp_path, override, message):
     proc = run_cli("experiment", "hacking", "--preset", "hacking_cpu", "--out", tmp_path / "x",
@@ -204,6 +222,8 @@ def test_presets_resolve_and_validate():
     assert {"hacking_cpu", "hacking_qwen2.5-1.5b_gsm8k"} <= set(list_experiment_presets())
     cpu = load_experiment("hacking_cpu").validate()
     assert cpu.train.reward.monitor and cpu.arm_list == list(ARMS)
+    # the headline: the mean over the policies of the last 100 steps, 25 apart
+    assert cpu.final_eval.steps(cpu.train.max_steps) == [400, 425, 450, 475, 500]
     gpu = load_experiment("hacking_qwen2.5-1.5b_gsm8k", [
         "setup.reward_model=rm", "train.assistant.base_url=http://h/v1",
         "train.assistant.model=m"]).validate()

@@ -198,8 +198,9 @@ def test_multi_seed_report_aggregates_and_leads_with_the_verdict(tmp_path):
     # the final table: initial policy per seed 50% and 60%
     assert "| no RL (initial policy) | 55.00 (50.00 to 60.00) | 55.00 (50.00 to 60.00) |" in md
     # the appendix: one row per arm and seed
-    assert "| fixed RM | 1 | hacked | 20 | 36.00 | 0.400 | 0.250 |" in md
-    assert "| Cooper X | 1 | not enough data | 20 | 60.00 | not enough data | 0.050 |" in md
+    # (the columns of the last policies' mean stay empty: this experiment scored the final one)
+    assert "| fixed RM | 1 | hacked | 20 | 36.00 |  | -48.00 |  | 0.400 | 0.250 |" in md
+    assert "| Cooper X | 1 | not enough data | 20 | 60.00 |  | -24.00 |  | not enough data |" in md
     assert "| cooper_x | Cooper X | reward.mode=cooper, rm_update.negatives=rollouts |" in md
     assert {p.name for p in paths.plots} == PLOTS
     for p in paths.plots:
@@ -207,6 +208,39 @@ def test_multi_seed_report_aggregates_and_leads_with_the_verdict(tmp_path):
     # 2 seeds x (12 s setup + 4 arms x (600 s + 5 s))
     assert "| total | 1 h 21 min |" in md and "| wall clock of the sessions" in md
     assert "Incomplete" not in md
+
+
+def test_the_headline_is_the_mean_over_the_last_policies(tmp_path):
+    """Where the experiment scored each arm's last policies, every accuracy the report judges
+    by (final table, verdict, against the rule, per seed) is their mean; the final policy's
+    own score moves to the appendix."""
+    folder = synthetic_experiment(tmp_path / "exp", arms=("rule", "cooper"))
+    settings = yaml.safe_load((folder / "experiment.yaml").read_text())
+    settings["final_eval"].update(policies=3, every_steps=25)
+    (folder / "experiment.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
+    for seed, (rule, cooper) in enumerate([((0.70, 0.74, 0.72), (0.60, 0.80, 0.70)),
+                                           ((0.80, 0.84, 0.82), (0.75, 0.85, 0.80))]):
+        for arm, accs in (("rule", rule), ("cooper", cooper)):
+            mean = sum(accs) / 3
+            sd = math.sqrt(sum((a - mean) ** 2 for a in accs) / 2)
+            (folder / f"seed-{seed}" / "arms" / arm / "final_eval_last.json").write_text(
+                json.dumps({"benchmarks": {"arith_small:test": {"accuracy": mean}},
+                            "average": mean, "sd": sd, "missing": [], "seconds": 15.0,
+                            "points": [{"step": 450 + 25 * i, "average": a}
+                                       for i, a in enumerate(accs)]}))
+    md = build_report(folder).markdown.read_text()
+    # headline: rule 72 and 82, cooper 70 and 80 (its final policies alone: 82 and 80)
+    assert "Each arm's mean over its last 3 policies, 25 steps apart" in md
+    final = md[md.index("## Final accuracy"):md.index("## Hacking figures")]
+    assert "| rule (verifier) | 77.00 (72.00 to 82.00) | 77.00 (72.00 to 82.00) |" in final
+    assert "| Cooper | 75.00 (70.00 to 80.00) | 75.00 (70.00 to 80.00) |" in final
+    alone = md[md.index("## Appendix: the final policy alone"):]
+    assert "| Cooper | 81.00 (80.00 to 82.00) | 81.00 (80.00 to 82.00) |" in alone
+    cooper = _md_row(md, "Cooper").split(" | ")
+    assert cooper[4] == "75.00 (70.00 to 80.00)" and cooper[5] == "-2.00"  # both seeds -2
+    # per seed: the mean, its sd over the three policies, the difference, the final policy
+    assert "| Cooper | 0 | not hacked | 20 | 70.00 | 10.00 | -2.00 | 82.00 |" in md
+    assert "| Cooper | 1 | not hacked | 20 | 80.00 | 5.00 | -2.00 | 80.00 |" in md
 
 
 def test_report_of_an_unfinished_experiment_says_so(tmp_path):

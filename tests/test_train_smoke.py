@@ -223,14 +223,17 @@ def test_rollout_negatives_make_pairs_and_update_the_reward_model(arith, tmp_pat
     assert_changed(weights(arith / "reward"), weights(out / "reward_model"), "reward-model")
 
 
-def test_validation_cadence_does_not_change_training(arith, tmp_path):
+def test_validation_cadence_and_kept_policies_do_not_change_training(arith, tmp_path):
     """Validation samples in a forked random state: validating every step or only at the start
-    and end gives the same training run, step for step and weight for weight."""
+    and end gives the same training run, step for step and weight for weight. Keeping the
+    policy at chosen steps (the second run) changes nothing either, and what it keeps is the
+    policy of that step."""
     runs = {}
     for every in (1, 3):
         out = tmp_path / f"every-{every}"
+        kept = ["keep_policy_steps=1,3"] if every == 3 else []
         run_cli(*tiny_args(arith, out, "cooper", "rollout.prompts_per_step=4", "max_steps=3",
-                           f"validation.every_steps={every}"))
+                           f"validation.every_steps={every}", *kept))
         rows = [r for r in metrics(out) if r["step"] >= 1 and "loss" in r]
         runs[every] = ([{k: v for k, v in r.items()
                          if not k.startswith(("perf/", "val/")) and "time" not in k
@@ -241,3 +244,16 @@ def test_validation_cadence_does_not_change_training(arith, tmp_path):
     assert rows1 == rows3
     assert all(pol1[k].equal(pol3[k]) for k in pol1)
     assert all(rm1[k].equal(rm3[k]) for k in rm1)
+    kept = tmp_path / "every-3" / "policy-steps"
+    assert sorted(p.name for p in kept.iterdir()) == ["step-1", "step-3"]
+    assert not (tmp_path / "every-1" / "policy-steps").exists()
+    step3, step1 = weights(kept / "step-3"), weights(kept / "step-1")
+    assert step3.keys() == pol3.keys() and all(step3[k].equal(pol3[k]) for k in pol3)
+    assert_changed(step1, step3, "policy (step 1 -> 3)")
+    assert (kept / "step-1" / "tokenizer_config.json").is_file()  # loadable on its own
+
+
+def test_kept_policy_steps_outside_the_run_are_refused(arith, tmp_path):
+    bad = run_cli(*tiny_args(arith, tmp_path / "x", "rule", "keep_policy_steps=1,5"), check=False)
+    assert bad.returncode == 2 and "keep_policy_steps='1,5'" in bad.stderr
+    assert "between 1 and max_steps=2" in bad.stderr

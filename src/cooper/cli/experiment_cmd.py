@@ -66,8 +66,11 @@ def _hacking(args: argparse.Namespace) -> int:
     width = max(len(a) for a in exp.arm_list)
     for seed, arms in results.items():
         for arm, r in arms.items():
-            print(f"seed {seed} {arm:>{width}}: {r['train']['steps']} steps, final average "
-                  f"accuracy {r['final_eval']['average']:.3f}")
+            last = r.get("final_eval_last")
+            mean = (f", mean of the last {len(last['points'])} policies {last['average']:.3f} "
+                    f"(sd {last['sd']:.3f})" if last else "")
+            print(f"seed {seed} {arm:>{width}}: {r['train']['steps']} steps, final policy's "
+                  f"average accuracy {r['final_eval']['average']:.3f}{mean}")
     if not args.no_report:
         from cooper.report.experiment_report import build_report
 

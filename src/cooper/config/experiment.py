@@ -126,6 +126,14 @@ class FinalEvalConfig:
     """sequences per generation batch"""
     backend: str = "hf"
     """'hf' (transformers generate) or 'vllm' (GPU)"""
+    policies: int = 1
+    """policies scored at the end of each arm: the final one and those every `every_steps` steps before it, each on every benchmark; the report's headline is their mean, the final policy alone is in its appendix (1: the final policy alone)"""
+    every_steps: int = 25
+    """steps between two of those policies"""
+
+    def steps(self, max_steps: int) -> list[int]:
+        """The steps whose policies are scored, ending with ``max_steps`` (the final one)."""
+        return [max_steps - self.every_steps * k for k in reversed(range(self.policies))]
 
 
 @dataclass
@@ -210,6 +218,10 @@ class ExperimentConfig:
         if not math.isfinite(self.rm_init.disturb) or self.rm_init.disturb < 0:
             raise ConfigError(f"rm_init.disturb must be a finite number >= 0, got "
                               f"{self.rm_init.disturb}")
+        fe = self.final_eval
+        if fe.policies < 1 or fe.every_steps < 1:
+            raise ConfigError(f"final_eval.policies ({fe.policies}) and final_eval.every_steps "
+                              f"({fe.every_steps}) must be >= 1 (policies=1: the final one alone)")
         if self.final_eval.backend not in ("hf", "vllm"):
             raise ConfigError(f"final_eval.backend={self.final_eval.backend!r} is not one of: hf, vllm")
         if not self.benchmark_list():
@@ -222,6 +234,10 @@ class ExperimentConfig:
                 raise ConfigError(f"the experiment's curves need periodic validation (arm "
                                   f"'{arm}'): set {where}.validation.enabled=true and "
                                   f"{where}.validation.every_steps=K")
+            if fe.steps(t.max_steps)[0] < 1:
+                raise ConfigError(f"arm '{arm}': final_eval.policies={fe.policies} policies "
+                                  f"{fe.every_steps} steps apart do not fit in its {t.max_steps} "
+                                  "steps: lower final_eval.policies or final_eval.every_steps")
             t.reward.model = self.setup.reward_model
             try:
                 t.validate()

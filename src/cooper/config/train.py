@@ -306,6 +306,8 @@ class TrainConfig:
     """checkpoint every k steps (0 = only at the end)"""
     save_total_limit: int = 2
     """checkpoints kept"""
+    keep_policy_steps: str | None = None
+    """comma-separated steps after which the policy alone (weights and tokenizer) is saved in OUTPUT/policy-steps/step-N and kept, e.g. to score the last steps and not only the last one; None: none"""
     report_to: str = "tensorboard"
     """TRL/transformers logging backends, comma-separated ('none' for only metrics.jsonl)"""
     policy: PolicyConfig = field(default_factory=PolicyConfig)
@@ -316,9 +318,24 @@ class TrainConfig:
     assistant: AssistantConfig = field(default_factory=AssistantConfig)
     validation: ValidationConfig = field(default_factory=ValidationConfig)
 
+    def policy_steps(self) -> list[int]:
+        """The steps of ``keep_policy_steps``, sorted; a clear error for anything else."""
+        text = self.keep_policy_steps
+        if text is None or not str(text).strip():
+            return []
+        try:
+            steps = sorted({int(s) for s in str(text).split(",") if s.strip()})
+        except ValueError:
+            steps = [0]
+        if not 1 <= steps[0] <= steps[-1] <= self.max_steps:
+            raise ConfigError(f"keep_policy_steps={text!r}: list steps between 1 and max_steps="
+                              f"{self.max_steps} separated by commas, e.g. 400,450,500")
+        return steps
+
     def validate(self, num_processes: int = 1) -> TrainConfig:
         """Cross-field checks; raises :class:`ConfigError` naming the fix."""
         choice("reward.mode", self.reward.mode, MODES)
+        self.policy_steps()  # a bad list fails here, before any model loads
         choice("reward.verifier_mode", self.reward.verifier_mode, ("strict", "lenient"))
         choice("assistant.backend", self.assistant.backend, ("local", "endpoint", "rewrite"))
         self.rm_update.check()

@@ -4,10 +4,18 @@ The same scoring serves the initial policy (stage 1, the report's "no RL" row) a
 final policy, so the rows of the final table are comparable: the benchmarks, problems, sampling
 (the paper's protocol by default, :mod:`cooper.infra.protocol`) and seed are those of
 ``final_eval`` and ``train.seed``.
+
+One checkpoint is a lottery: with the testbed's learning rate an arm's test accuracy moves by
+several points between checkpoints 25 steps apart, and its evaluation has a sampling error of its
+own. So an arm's headline is the mean over its last ``final_eval.policies`` policies,
+``final_eval.every_steps`` apart (kept during training, ``keep_policy_steps``), each scored like
+the final one (:func:`last_policies`); the final policy alone stays beside it.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -17,6 +25,8 @@ from cooper.data.problems import benchmark_label, load_problems
 from cooper.eval.sampling import evaluate_problems
 from cooper.infra.files import write_json
 from cooper.infra.generation import HFGenerator, SamplingConfig, VLLMGenerator
+
+log = logging.getLogger(__name__)
 
 
 def evaluate_policy(exp: ExperimentConfig, model: str, path: Path) -> dict[str, Any]:
@@ -39,5 +49,38 @@ def evaluate_policy(exp: ExperimentConfig, model: str, path: Path) -> dict[str, 
     result = {"benchmarks": scores,
               "average": sum(v["accuracy"] for v in scores.values()) / len(scores),
               "seconds": time.perf_counter() - t0}
+    write_json(path, result, default=str)
+    return result
+
+
+def last_policies(exp: ExperimentConfig, kept: dict[int, Path], final_step: int,
+                  final: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The mean of the final policy's scores (``final``, after ``final_step``) and those of the
+    policies ``kept`` after earlier steps ({step: folder}, scored here): per benchmark and on
+    average, with each policy's scores (``points``) and the standard deviation of their
+    averages. A kept folder that is missing is left out, logged and listed (``missing``).
+    Written to ``path`` and returned; it has the shape of :func:`evaluate_policy`'s result."""
+    points, missing, seconds = [], [], final["seconds"]
+    for step, folder in sorted(kept.items()):
+        if not (folder / "config.json").is_file():
+            log.warning("%s: no policy kept after step %d; the headline leaves it out", folder,
+                        step)
+            missing.append(step)
+            continue
+        r = evaluate_policy(exp, str(folder), path.with_name(f"final_eval.step-{step}.json"))
+        points.append((step, r))
+        seconds += r["seconds"]
+    points.append((final_step, final))
+    averages = [r["average"] for _, r in points]
+    mean = sum(averages) / len(averages)
+    sd = math.sqrt(sum((a - mean) ** 2 for a in averages) / (len(averages) - 1)) if len(
+        averages) > 1 else 0.0
+    scores = {label: {**v, "accuracy": sum(r["benchmarks"][label]["accuracy"] for _, r in points)
+                      / len(points)} for label, v in final["benchmarks"].items()}
+    result = {"benchmarks": scores, "average": mean, "sd": sd,
+              "points": [{"step": s, "average": r["average"],
+                          "benchmarks": {k: v["accuracy"] for k, v in r["benchmarks"].items()}}
+                         for s, r in points],
+              "missing": missing, "seconds": seconds}
     write_json(path, result, default=str)
     return result

@@ -21,7 +21,8 @@ it stopped (an arm also resumes from its last checkpoint):
    perturbed triples), the probe set, and the initial policy's benchmark scores (the "no RL"
    row);
 2. each arm (``OUT/seed-S/arms/ARM``, this module): training, then the final policy on the
-   benchmarks (:mod:`cooper.experiment.final_eval`).
+   benchmarks and, with ``final_eval.policies`` > 1, the policies kept at the last steps
+   before it, whose mean is the report's headline (:mod:`cooper.experiment.final_eval`).
 
 Stages run one after another, or up to ``--jobs N`` at once in worker processes
 (:mod:`cooper.experiment.jobs`). The settings are
@@ -42,19 +43,20 @@ import yaml
 from cooper.config.experiment import ExperimentConfig
 from cooper.config.train import TrainConfig
 from cooper.errors import UserError
-from cooper.experiment.final_eval import evaluate_policy
+from cooper.experiment.final_eval import evaluate_policy, last_policies
 from cooper.experiment.jobs import Stages, run_stages, threads_per_job
 from cooper.experiment.setup import Setup, run_setup
 from cooper.infra.environment import PACKAGES, environment, software_table
 from cooper.infra.files import read_json, write_atomic, write_json
 from cooper.report.experiment_layout import (
+    LAST_POLICIES_FILE,
     SETTINGS_FILE,
     STATUS_FILE,
     arm_dir,
     listed_seeds,
     read_settings,
 )
-from cooper.rl.checkpoints import complete_checkpoints
+from cooper.rl.checkpoints import complete_checkpoints, kept_policy_dir
 from cooper.rl.runner import run
 
 log = logging.getLogger(__name__)
@@ -71,6 +73,9 @@ def arm_config(exp: ExperimentConfig, arm: str, out: Path, setup: Setup) -> Trai
     cfg.reward.model = setup.reward_model
     cfg.reward.monitor = True  # the rule arm logs the (frozen) reward model's gap too
     cfg.validation.rm_probe = setup.probe
+    # the policies before the final one that the final evaluation scores
+    if exp.final_eval.policies > 1:
+        cfg.keep_policy_steps = ",".join(map(str, exp.final_eval.steps(cfg.max_steps)[:-1]))
     return cfg.validate()
 
 
@@ -96,6 +101,11 @@ def run_arm(exp: ExperimentConfig, arm: str, out: Path, setup: Setup) -> dict[st
         gc.collect()
     final = evaluate_policy(exp, str(folder / "policy"), folder / "final_eval.json")
     done = {"arm": arm, "seed": exp.train.seed, "train": trained, "final_eval": final}
+    if exp.final_eval.policies > 1:  # the headline: the mean over the last policies
+        cfg = arm_config(exp, arm, out, setup)
+        kept = {s: kept_policy_dir(folder, s) for s in cfg.policy_steps()}
+        done["final_eval_last"] = last_policies(exp, kept, cfg.max_steps, final,
+                                                folder / LAST_POLICIES_FILE)
     write_json(folder / "arm.json", done, default=str)
     return done
 

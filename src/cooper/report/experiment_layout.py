@@ -5,6 +5,8 @@ OUT/experiment.yaml        resolved settings (a rerun with other settings is ref
 OUT/experiment.json        software versions, one entry per session
 OUT/seed-S/setup/          what every arm of seed S starts from (setup.json written last)
 OUT/seed-S/arms/ARM/       a `cooper train` run folder + trained.json, final_eval.json, arm.json
+                           and, when the last policies are scored, final_eval_last.json (their
+                           mean: the headline) and final_eval.step-N.json (one kept policy)
 OUT/report/                written by `cooper report`
 ```
 
@@ -28,6 +30,8 @@ from cooper.errors import UserError
 
 SETTINGS_FILE = "experiment.yaml"
 STATUS_FILE = "experiment.json"
+LAST_POLICIES_FILE = "final_eval_last.json"
+"""an arm's headline: the mean over its last policies (``final_eval.policies``)"""
 
 
 def seed_dir(out: str | Path, seed: int) -> Path:

@@ -31,6 +31,7 @@ from cooper.errors import UserError
 from cooper.infra.files import read_json
 from cooper.report.document import ReportPaths, duration, write_report
 from cooper.report.experiment_layout import (
+    LAST_POLICIES_FILE,
     SETTINGS_FILE,
     STATUS_FILE,
     arm_dir,
@@ -50,6 +51,7 @@ from cooper.report.validity import (
 from cooper.report.verdict import (
     INVALID_SEED,
     fmt,
+    rule_arm,
     seed_verdict,
     verdict_sentences,
     verdict_table,
@@ -77,13 +79,20 @@ def arm_specs(settings: dict[str, Any]) -> list[tuple[str, str | None, str, dict
             for name, s in arms.items()]
 
 
+def _run(name: str, seed: int, mode: str, folder: Path) -> Run:
+    """One arm's run in one seed: its headline is the mean over its last policies where the
+    experiment scored them (``final_eval_last.json``), else the final policy's scores."""
+    final = read_json(folder / "final_eval.json")
+    last = read_json(folder / LAST_POLICIES_FILE)
+    return Run(name, seed, mode, _read_jsonl(folder / "metrics.jsonl"), last or final,
+               read_json(folder / "trained.json"), final if last else None)
+
+
 def load_arms(settings: dict[str, Any], seeds: list[tuple[int, Path]]) -> list[Arm]:
     """Each arm with one run per seed, read from the seed folders."""
     out = []
     for name, label, mode, _ in arm_specs(settings):
-        runs = [Run(name, seed, mode, _read_jsonl(arm_dir(f, name) / "metrics.jsonl"),
-                    read_json(arm_dir(f, name) / "final_eval.json"),
-                    read_json(arm_dir(f, name) / "trained.json")) for seed, f in seeds]
+        runs = [_run(name, seed, mode, arm_dir(f, name)) for seed, f in seeds]
         out.append(Arm(name, arm_label(name, label), mode, runs))
     return out
 
@@ -94,11 +103,13 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None or not math.isfinite(x) else f"{100 * x:.2f}"
 
 
-def final_table(setups: list[dict | None], arms: list[Arm]) -> list[list[str]]:
+def final_table(setups: list[dict | None], arms: list[Arm], *,
+                final_policy: bool = False) -> list[list[str]]:
     """Rows: the initial policy and each arm; columns: benchmarks + average (accuracy %, the
-    mean over seeds and its range)."""
+    mean over seeds and its range): each arm's headline, or (``final_policy``) its final
+    policy alone."""
     evals = [("no RL (initial policy)", [(s or {}).get("initial_eval") for s in setups])]
-    evals += [(a.label, [r.final for r in a.runs]) for a in arms]
+    evals += [(a.label, [r.last if final_policy else r.final for r in a.runs]) for a in arms]
     names: list[str] = []
     for _, per_seed in evals:
         for e in per_seed:
@@ -113,6 +124,16 @@ def final_table(setups: list[dict | None], arms: list[Arm]) -> list[list[str]]:
                              if n in e["benchmarks"]]), 2, 100) for n in names]
         rows.append([label, *cells, fmt(spread([e["average"] for e in done]), 2, 100)])
     return rows
+
+
+def _headline(fe: dict[str, Any]) -> str:
+    """What the final table's arms are scored on, in words (``final_eval`` settings)."""
+    n = fe.get("policies", 1)
+    if n == 1:
+        return "Final policies"
+    return (f"Each arm's mean over its last {n} policies, {fe['every_steps']} step{'s' if fe['every_steps'] != 1 else ''} apart and "
+            f"ending with the final one ({LAST_POLICIES_FILE}; one checkpoint alone is a "
+            "lottery: the appendix has the final policy's), and the initial policy,")
 
 
 def _count(x: float) -> str:
@@ -163,14 +184,21 @@ def seed_table(arms: list[Arm], invalid: frozenset[int] = frozenset()) -> list[l
     """The appendix: one row per arm and seed, the figures the verdict is made of; the arms
     of an ``invalid`` seed (:mod:`cooper.report.validity`) read "invalid seed", not a
     verdict."""
-    rows = [["arm", "seed", "verdict", "steps", "final accuracy (%)",
+    rule = rule_arm(arms)
+    theirs = {r.seed: r.final["average"] for r in (rule.runs if rule else []) if r.final}
+    rows = [["arm", "seed", "verdict", "steps", "final accuracy (%)", "sd over policies",
+             "against rule (points)", "final policy alone (%)",
              *[title for _, title in SEED_COLUMNS]]]
     for a in arms:
         for r in a.runs:
             f = hacking_figures(r)
             verdict = INVALID_SEED if r.seed in invalid else seed_verdict(a.mode, f)
+            vs = ("" if a is rule or not r.final or r.seed not in theirs
+                  else f"{100 * (r.final['average'] - theirs[r.seed]):+.2f}")
             rows.append([a.label, str(r.seed), verdict, _count(f["steps"]),
                          _pct(f["final_accuracy"]) if r.final else NOT_RUN,
+                         _pct(f["final_accuracy_sd"]) if r.final_policy else "", vs,
+                         _pct(f["final_policy_accuracy"]) if r.final_policy else "",
                          *[fmt(spread([f[key]])) for key, _ in SEED_COLUMNS]])
     return rows
 
@@ -349,7 +377,7 @@ def build_report(folder: str | Path, out: str | Path | None = None) -> ReportPat
         ("ul", sentences[1:]),
         ("table", verdict_table(arms, invalid)),
         ("h2", "Final accuracy (%)"),
-        ("p", f"Final policies on the held-out benchmarks (verifier-scored, {fe['samples']} "
+        ("p", f"{_headline(fe)} on the held-out benchmarks (verifier-scored, {fe['samples']} "
               f"samples per problem, T {fe['temperature']}, top-p {fe['top_p']}); over several "
               "seeds: the mean (min to max)."),
         ("table", final_table(setups, arms)),
@@ -363,6 +391,12 @@ def build_report(folder: str | Path, out: str | Path | None = None) -> ReportPat
         ("h2", "Configuration"), ("p", f"Full settings: {SETTINGS_NAME}."),
         ("table", summary_table(settings, [s for s, _ in seeds], setups)),
         ("h2", "Run time"), ("table", run_times(setups, arms, status)),
+        *([("h2", "Appendix: the final policy alone"),
+           ("p", "The policy each arm ended with, scored once as above (the figure this report "
+                 "gave before it scored the last policies). One checkpoint moves by several "
+                 "points between steps, so this table is not the result."),
+           ("table", final_table(setups, arms, final_policy=True))]
+          if any(r.final_policy for a in arms for r in a.runs) else []),
         ("h2", "Appendix: every seed"),
         ("p", "One row per arm and seed: the figures the verdict is made of."),
         ("table", seed_table(arms, invalid)),

@@ -1,7 +1,8 @@
 """The numbers of an experiment report, computed from the raw per-step records; pure functions.
 
 One :class:`Run` is one arm trained with one seed (its ``metrics.jsonl``, ``trained.json`` and
-``final_eval.json``). :func:`hacking_figures` reduces a run to the figures the report and its
+``final_eval.json``, and ``final_eval_last.json`` where the last policies are scored).
+:func:`hacking_figures` reduces a run to the figures the report and its
 verdict speak of; :func:`spread` and :func:`band` summarise a figure or a curve over the seeds of
 an arm as the mean and the range (min to max). "Final" means the mean over the last
 :data:`FINAL_FRACTION` of the logged training steps (at least one step): a single step is one
@@ -31,9 +32,18 @@ class Run:
     rows: list[dict[str, Any]]
     """the per-step records of metrics.jsonl"""
     final: dict[str, Any] | None
-    """final_eval.json: the final policy's benchmark scores"""
+    """the headline benchmark scores: final_eval_last.json (the mean over the last policies)
+    when the experiment scores them, else final_eval.json (the final policy's)"""
     trained: dict[str, Any] | None
     """trained.json: steps and training time"""
+    final_policy: dict[str, Any] | None = None
+    """final_eval.json, the final policy's scores alone, when ``final`` is the mean over the
+    last policies (None: ``final`` is the final policy's)"""
+
+    @property
+    def last(self) -> dict[str, Any] | None:
+        """The final policy's benchmark scores alone."""
+        return self.final_policy or self.final
 
     def series(self, key: str) -> tuple[list[int], list[float]]:
         """(steps, values) of one metric, skipping records without a finite value."""
@@ -125,6 +135,8 @@ def hacking_figures(run: Run) -> dict[str, float]:
         "probe_auroc_first": _first(auroc),
         "probe_auroc_last": _last(auroc),
         "final_accuracy": run.final["average"] if run.final else math.nan,
+        "final_policy_accuracy": run.last["average"] if run.last else math.nan,
+        "final_accuracy_sd": run.final.get("sd", math.nan) if run.final else math.nan,
     }
 
 

@@ -153,8 +153,9 @@ def definitions() -> str:
             f"most {CLEAN_TOP_WRONG} (top-wrong) and {CLEAN_GAP} (gap), averaged over the second "
             f"half of its steps and over the last {pct}%; in between otherwise. Final figures "
             "are the means over the last "
-            f"{pct}% of the steps; held-out accuracy is the final evaluation's average; values "
-            "over several seeds are the mean (min to max).")
+            f"{pct}% of the steps; held-out accuracy is the final evaluation's average (where "
+            "the last policies are scored, their mean); values over several seeds are the mean "
+            "(min to max).")
 
 
 def verdict_sentences(arms: list[Arm], seeds: list[int],

@@ -5,6 +5,10 @@ CooperTrainer` has it write them into a staging folder, adds the reward model's 
 it is updated) its optimiser, then a completion marker, and only then renames the folder into the
 run folder. A run killed while saving therefore leaves no half-written ``checkpoint-N``: what is
 in the run folder is complete (its marker exists), what is in staging is discarded on restart.
+
+Apart from them, ``keep_policy_steps`` keeps the policy alone at chosen steps
+(``OUTPUT/policy-steps/step-N``: weights and tokenizer, a fraction of a checkpoint's size), so
+that a run can be scored over its last steps and not only at the one it stopped at.
 """
 
 from __future__ import annotations
@@ -28,6 +32,13 @@ COMPLETE_MARKER = "cooper-checkpoint.json"
 RM_FOLDER = "reward_model"
 RM_OPTIMIZER = "reward_model_optimizer.pt"
 STAGING = ".staging"  # checkpoints are written here, then renamed into the run folder
+POLICY_STEPS = "policy-steps"
+"""the run folder's sub-folder of policies kept at chosen steps (``keep_policy_steps``)"""
+
+
+def kept_policy_dir(run_dir: str | os.PathLike, step: int) -> Path:
+    """Where the policy kept after ``step`` is (or will be) saved."""
+    return Path(run_dir) / POLICY_STEPS / f"step-{step}"
 
 
 def save_reward_model_state(cooper: CooperReward, folder: str | os.PathLike) -> None:

@@ -11,7 +11,8 @@ One Cooper step, top to bottom (``docs/method.md`` "One Cooper step"), as this t
 3. TRL takes the policy's step on those rewards (its GRPO loss; timed);
 4. the :class:`~cooper.rl.trl_reward.CooperCallback`'s ``on_step_end`` (an endpoint's
    background negatives only: Stage 2 after the policy's step), then validation, the metrics
-   file and, every ``save_steps``, a checkpoint with the reward model inside.
+   file, every ``save_steps`` a checkpoint with the reward model inside, and at the steps of
+   ``keep_policy_steps`` the policy alone.
 
 This is the public drop-in (:mod:`cooper.rl.trl_reward`) plus what the public API cannot do;
 the private parts of TRL it overrides, each for one reason (checked by
@@ -49,7 +50,13 @@ from cooper.config.train import Payer, TrainConfig
 from cooper.errors import UserError
 from cooper.infra.collective import Collective
 from cooper.infra.models import load_causal_lm, load_tokenizer
-from cooper.rl.checkpoints import COMPLETE_MARKER, STAGING, rotate, save_reward_model_state
+from cooper.rl.checkpoints import (
+    COMPLETE_MARKER,
+    STAGING,
+    kept_policy_dir,
+    rotate,
+    save_reward_model_state,
+)
 from cooper.rl.console import ConsoleCallback
 from cooper.rl.negatives import negative_writer
 from cooper.rl.step import CooperReward
@@ -142,6 +149,29 @@ class StepTimer(TrainerCallback):
         t.record({"perf/step": time.perf_counter() - t.step_started})
 
 
+class KeptPolicies(TrainerCallback):
+    """The policy alone, saved after each of the chosen steps (``keep_policy_steps``) into
+    ``OUTPUT/policy-steps/step-N``; written beside it, then renamed, so a folder there is
+    complete. It touches no random state: the run is the same with or without it."""
+
+    def __init__(self, trainer: CooperTrainer, steps: list[int]):
+        self.trainer, self.steps = trainer, set(steps)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step not in self.steps:
+            return
+        final = kept_policy_dir(args.output_dir, state.global_step)
+        partial = final.with_name(final.name + ".partial")
+        if args.should_save and partial.exists():  # left by a run killed while saving
+            shutil.rmtree(partial)
+        self.trainer.save_model(str(partial))  # every process: sharded weights need them all
+        if args.should_save:
+            if final.exists():  # a resumed run redoes this step: the same policy again
+                shutil.rmtree(final)
+            os.replace(partial, final)
+        self.trainer.accelerator.wait_for_everyone()
+
+
 class MetricsFileCallback(TrainerCallback):
     """One JSON object per logged step in ``metrics.jsonl`` (main process only)."""
 
@@ -210,6 +240,8 @@ class CooperTrainer(GRPOTrainer):
         self.add_callback(ConsoleCallback())
         if metrics_path is not None:
             self.add_callback(MetricsFileCallback(metrics_path))
+        if cfg.policy_steps():
+            self.add_callback(KeptPolicies(self, cfg.policy_steps()))
         if cfg.validation.enabled:
             self.add_callback(ValidationCallback(
                 cfg.validation, cfg.reward, tokenizer, policy=lambda: self.model_wrapped,
