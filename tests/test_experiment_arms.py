@@ -133,7 +133,7 @@ def test_a_rerun_may_add_seeds_and_arms_but_not_change_settings(tmp_path):
     _check_same_settings(load_experiment("hacking_cpu", ["seeds=5,3"]).validate(), out)
     assert yaml.safe_load((out / "experiment.yaml").read_text())["seeds"] == "0,1,2,3,5"
     with pytest.raises(UserError, match="other settings.*train.max_steps"):
-        _check_same_settings(load_experiment("hacking_cpu", ["train.max_steps=7"]).validate(), out)
+        _check_same_settings(load_experiment("hacking_cpu", ["train.max_steps=700"]).validate(), out)
     # a hand-edited list of seeds: an error that names the file, not a bare ValueError
     saved["seeds"] = "0,one"
     (out / "experiment.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))

@@ -81,6 +81,15 @@ def test_rollout_stats_ignore_nonfinite_scores_and_count_them():
     assert rollout_stats([R("a", "1", True)]).rm_mean is None
 
 
+def test_the_hybrid_mean_pays_one_where_verified_and_the_score_elsewhere():
+    # 1 (verified, its score ignored), 0.8, 0.2, 1 (verified, NaN score still paid 1); the
+    # wrong rollout with a NaN score pays nothing and is left out
+    rs = [R("a", "1", True, 0.3), R("a", "2", False, 0.8), R("b", "3", False, 0.2),
+          R("b", "4", True, math.nan), R("b", "5", False, math.nan)]
+    assert rollout_stats(rs).hybrid_mean == pytest.approx((1 + 0.8 + 0.2 + 1) / 4)
+    assert rollout_stats([R("a", "1", True)]).hybrid_mean is None  # no reward model scored
+
+
 def test_gap_compares_the_same_rollouts():
     # the NaN-scored rollout is correct: left out of both means, the gap is 0.9 - 1.0, not
     # 0.9 - 0.5 (its verdict counted, its score not)

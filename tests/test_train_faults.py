@@ -154,6 +154,24 @@ def test_a_non_finite_score_makes_its_row_unscorable_in_every_column():
         assert math.isnan(rewards[1]) and math.isnan(rewards[2])
         assert stats.nonfinite_scores == 2
 
+    # hybrid: the verified rollout with a NaN score is paid 1 (the model is not asked there);
+    # the wrong one with an infinite score is unscorable in every column
+    for mode in ("hybrid", "hybrid_cooper"):
+        cfg = load_config(None, [f"reward.mode={mode}", "reward.model=x",
+                                 "rm_update.pair_metrics=false"])
+        plan = cfg.plan()
+        cooper = CooperReward.from_config(cfg, rm=_FixedScores([0.9, math.nan, math.inf, 0.2]),
+                                          updater=object() if mode == "hybrid_cooper" else None,
+                                          verify=verify,
+                                          negatives=object() if mode == "hybrid_cooper" else None)
+        rollouts, stats, _ = cooper.score(["p"] * 4, ["q"] * 4, ["1"] * 4, ["1", "1", "2", "2"],
+                                          step=0, training=False)
+        assert reward_weights(plan.pays, plan.scores_with_rm) == [0.0, 1.0]
+        assert verifier_column(rollouts, plan.pays) == [1.0, 1.0, None, 0.0]
+        rewards = cooper.rewards(rollouts)
+        assert rewards[:2] == [1.0, 1.0] and rewards[3] == 0.2 and math.isnan(rewards[2])
+        assert stats.hybrid_mean == pytest.approx((1 + 1 + 0.2) / 3)
+
 
 # ------------------------------------------------------------------ pathological completions
 

@@ -56,7 +56,7 @@ def assert_changed(before: dict, after: dict, what: str) -> None:
     assert not unchanged, f"{what} tensors that did not change: {unchanged}"
 
 
-@pytest.mark.parametrize("mode", ["rule", "rm", "cooper"])
+@pytest.mark.parametrize("mode", ["rule", "rm", "cooper", "hybrid_cooper"])
 def test_each_mode_learns_and_logs_every_metric(arith, tmp_path, mode):
     out = tmp_path / mode
     # 4 prompts a step, so that every step has a verified-correct sample and makes pairs
@@ -69,11 +69,16 @@ def test_each_mode_learns_and_logs_every_metric(arith, tmp_path, mode):
         assert not missing, f"step {row['step']} lacks {missing}"
         assert all(math.isfinite(v) for v in row.values()), row
         assert row["hacking/gap"] == pytest.approx(row["reward/rm_mean"] - row["reward/rule_mean"])
+        if mode.startswith("hybrid"):  # what TRL optimised is the hybrid reward
+            assert row["reward"] == pytest.approx(row["reward/hybrid_mean"])
+            assert row["reward/hybrid_mean"] >= row["reward/rule_mean"]
+        else:
+            assert "reward/hybrid_mean" not in row
     assert "val/accuracy" in rows[0] and rows[0]["step"] == 0  # validated before training
     assert "val/accuracy" in steps[-1]  # and after the last step
     assert_changed(weights(arith / "policy"), weights(out / "policy"), "policy")
     rm_before, rm_after = weights(arith / "reward"), weights(out / "reward_model")
-    if mode == "cooper":
+    if mode in ("cooper", "hybrid_cooper"):
         assert sum(r["rm/pairs"] for r in steps) > 0
         assert_changed(rm_before, rm_after, "reward-model")
     else:  # a fixed reward model stays fixed

@@ -33,10 +33,10 @@ from cooper.config.engine import (
     preset_dir,
     read_preset,
 )
-from cooper.config.train import MODES, TrainConfig, load_config
+from cooper.config.train import TrainConfig, load_config
 from cooper.infra.protocol import PAPER_TEMPERATURE, PAPER_TOP_P
 
-ARMS = MODES  # the arms of the string form `rule,rm,cooper`, one per reward mode
+ARMS = ("rule", "rm", "cooper")  # the default arms: one per reward mode of the paper's table
 
 
 TRUNK_PREFIX = "embedded-trunk-"  # setup.reward_model: embedded-trunk-K, the first K layers

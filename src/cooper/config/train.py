@@ -5,6 +5,10 @@ plus ``section.key=value`` overrides on the command line, applied in that order.
 Cooper paper (``docs/method.md`` "One Cooper step"). Every key is checked: an unknown key, a value
 of the wrong type or an inconsistent combination stops with a message that names the fix. Nothing is
 silently rewritten; values derived from others are computed in :meth:`TrainConfig.derived`.
+
+The module is over 400 lines because it is the schema of every training setting, each with its
+docstring (which ``--help`` and the docs show) beside it, and the checks between sections; a
+split by section would scatter the checks that span sections.
 """
 
 from __future__ import annotations
@@ -113,6 +117,7 @@ class Payer(enum.Enum):
 
     VERIFIER = "verifier"
     REWARD_MODEL = "reward_model"
+    HYBRID = "hybrid"  # 1 where the verifier accepts, the reward model's score elsewhere
 
 
 class Stage2(enum.Enum):
@@ -132,8 +137,14 @@ class RewardPlan:
     stage2: Stage2
     scores_with_rm: bool  # score every rollout with the reward model (paid or only logged)
 
+    @property
+    def pays_with_rm(self) -> bool:
+        """The reward model's scores pay the policy, alone or where the verifier says no."""
+        return self.pays is not Payer.VERIFIER
 
-MODES = ("rule", "rm", "cooper")
+
+MODES = ("rule", "rm", "cooper", "hybrid", "hybrid_cooper")
+UPDATING_MODES = ("cooper", "hybrid_cooper")  # the reward model is updated online (Stage 2)
 PAIR_LOSSES = ("bradley_terry", "margin")  # rm_update.loss (cooper.rm.losses)
 NEGATIVE_SOURCES = ("assistant", "rollouts", "both")  # rm_update.negatives
 
@@ -143,22 +154,23 @@ def reward_plan(mode: str, *, has_rm: bool, pair_metrics: bool = True,
     """What pays the policy and what Stage 2 does, from ``reward.mode`` (the only place that
     reads it) and the reward model's presence."""
     choice("reward.mode", mode, MODES)
-    pays = Payer.VERIFIER if mode == "rule" else Payer.REWARD_MODEL
-    if mode == "cooper":
+    pays = (Payer.VERIFIER if mode == "rule" else Payer.HYBRID if mode.startswith("hybrid")
+            else Payer.REWARD_MODEL)
+    if mode in UPDATING_MODES:
         stage2 = Stage2.UPDATE
     elif has_rm and pair_metrics:
         stage2 = Stage2.MEASURE  # the same pairs, to show how a frozen reward model ranks
     else:
         stage2 = Stage2.OFF
-    return RewardPlan(pays, stage2, has_rm and (pays is Payer.REWARD_MODEL or monitor))
+    return RewardPlan(pays, stage2, has_rm and (pays is not Payer.VERIFIER or monitor))
 
 
 @dataclass
 class RewardConfig:
     mode: str = "cooper"
-    """'rule' (verifier only), 'rm' (fixed reward model) or 'cooper' (reward model updated online)"""
+    """'rule' (verifier only), 'rm' (fixed reward model), 'cooper' (reward model updated online), 'hybrid' (the verifier pays 1 where it accepts, the fixed reward model's score elsewhere) or 'hybrid_cooper' (the same, the reward model updated online)"""
     model: str | None = None
-    """reward-model folder (from `cooper rm train`); required in rm and cooper modes"""
+    """reward-model folder (from `cooper rm train`); required in every mode but rule"""
     verifier_mode: str = "strict"
     """answer extraction for the verifier: 'strict' (boxed, ####, 'answer is') or 'lenient'"""
     verifier_timeout_s: float = 5.0
@@ -346,7 +358,7 @@ class TrainConfig:
                ("sum_then_normalize", "normalize_then_sum"))
         choice("policy.importance_sampling_level", self.policy.importance_sampling_level,
                ("token", "sequence"))
-        if self.plan().pays is Payer.REWARD_MODEL and not self.reward.model:
+        if self.plan().pays_with_rm and not self.reward.model:
             raise ConfigError(
                 f"reward.mode={self.reward.mode} needs a reward model: set reward.model=DIR to a "
                 "folder from `cooper rm train` (or any causal LM checkpoint to start from scratch)")

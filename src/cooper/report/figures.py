@@ -19,6 +19,15 @@ FINAL_FRACTION = 0.1
 """'final' = the mean over the last 10% of a run's logged training steps (at least one step)"""
 
 
+def paid_key(mode: str | None) -> str:
+    """The metric of the reward the policy was paid: the verifier's in rule mode, the reward
+    model's in rm and cooper modes, the hybrid's in the hybrid modes; TRL's ``reward`` (the
+    weighted sum it optimised) when the mode is unknown."""
+    return {"rule": "reward/rule_mean", "rm": "reward/rm_mean", "cooper": "reward/rm_mean",
+            "hybrid": "reward/hybrid_mean", "hybrid_cooper": "reward/hybrid_mean"}.get(
+        mode or "", "reward")
+
+
 @dataclass
 class Run:
     """One arm, one seed: its records as its folder holds them (a run not started has none)."""
@@ -54,7 +63,7 @@ class Run:
     @property
     def reward_key(self) -> str:
         """The reward this run's policy optimised."""
-        return "reward/rule_mean" if self.mode == "rule" else "reward/rm_mean"
+        return paid_key(self.mode)
 
     @property
     def train_rows(self) -> list[dict[str, Any]]:
@@ -190,4 +199,4 @@ class Arm:
 
     @property
     def reward_key(self) -> str:
-        return "reward/rule_mean" if self.mode == "rule" else "reward/rm_mean"
+        return paid_key(self.mode)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from cooper.errors import UserError
-from cooper.report.figures import second_half_mean
+from cooper.report.figures import paid_key, second_half_mean
 
 QUARTER = 0.25
 """'first / last quarter' = the first / last 25% of the records that logged a metric (>= 1)"""
@@ -71,14 +71,6 @@ def series(rows: list[dict[str, Any]], key: str) -> tuple[list[int], list[float]
 def values(rows: list[dict[str, Any]], key: str) -> list[float]:
     """The finite values of one metric, in record order (records without it skipped)."""
     return series(rows, key)[1]
-
-
-def paid_key(mode: str | None) -> str:
-    """The metric of the reward the policy was paid: the verifier's in rule mode, the reward
-    model's otherwise; TRL's ``reward`` (the weighted sum it optimised) when the mode is
-    unknown."""
-    return {"rule": "reward/rule_mean", "rm": "reward/rm_mean",
-            "cooper": "reward/rm_mean"}.get(mode or "", "reward")
 
 
 def _sum(rows: list[dict[str, Any]], key: str) -> int | None:
@@ -210,7 +202,7 @@ def summary_sentences(t: RunTotals) -> list[str]:
         out.append(text)
         updates = t.rm_updates or 0
         text = f"The reward model was updated on {updates} of {t.steps} steps"
-        if updates == 0 and t.mode in ("rule", "rm"):
+        if updates == 0 and t.mode in ("rule", "rm", "hybrid"):
             text += f" (frozen in {t.mode} mode: the pairs only measure it)"
         elif updates < t.steps:
             text += " (a step without pairs, or with a non-finite loss, has no update)"

@@ -99,6 +99,7 @@ class RolloutStats:
     problems: int
     nonfinite_scores: int  # reward-model scores that were NaN or infinite
     verifier_timeouts: int = 0  # this process's rollouts whose check timed out (counted wrong)
+    hybrid_mean: float | None = None  # mean of 1 where verified, else the finite score
 
 
 def top_wrong(groups: Iterable[Sequence[Rollout]]) -> float | None:
@@ -139,6 +140,9 @@ def rollout_stats(rollouts: Sequence[Rollout]) -> RolloutStats:
     scored = [r for r in rollouts if r.rm_score is not None and math.isfinite(r.rm_score)]
     groups = group_by_problem(rollouts)
     rm_mean = sum(r.rm_score for r in scored) / len(scored) if scored else None
+    # what the hybrid reward pays (1 where verified, else the score), where it pays anything
+    hybrid = [1.0 if r.correct else r.rm_score for r in rollouts
+              if r.correct or (r.rm_score is not None and math.isfinite(r.rm_score))]
     return RolloutStats(
         rule_mean=sum(rule) / len(rule),
         rm_mean=rm_mean,
@@ -151,4 +155,5 @@ def rollout_stats(rollouts: Sequence[Rollout]) -> RolloutStats:
         problems_with_positive=sum(any(r.correct for r in g) for g in groups.values()),
         problems=len(groups),
         nonfinite_scores=sum(r.rm_score is not None and not math.isfinite(r.rm_score)
-                             for r in rollouts))
+                             for r in rollouts),
+        hybrid_mean=sum(hybrid) / len(hybrid) if scored and hybrid else None)

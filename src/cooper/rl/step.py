@@ -229,15 +229,19 @@ class CooperReward:
         return rollouts, stats, seconds
 
     def rewards(self, rollouts: Sequence[Rollout]) -> list[float]:
-        """The policy's reward per rollout: the verdict, or the reward model's probability.
+        """The policy's reward per rollout: the verdict, the reward model's probability, or
+        (hybrid) 1 where the verifier accepts and the probability elsewhere: the reward model
+        can only add what the verifier missed, never take away what it confirmed.
 
-        A non-finite reward-model score becomes NaN, which the trainer treats as unscorable
-        (zero advantage) instead of letting it poison the group's normalisation.
+        A non-finite reward-model score that would pay becomes NaN, which the trainer treats as
+        unscorable (zero advantage) instead of letting it poison the group's normalisation.
         """
         if self.plan.pays is Payer.VERIFIER:
             return [float(r.correct) for r in rollouts]
-        return [r.rm_score if r.rm_score is not None and math.isfinite(r.rm_score) else math.nan
-                for r in rollouts]
+        hybrid = self.plan.pays is Payer.HYBRID
+        return [1.0 if hybrid and r.correct
+                else r.rm_score if r.rm_score is not None and math.isfinite(r.rm_score)
+                else math.nan for r in rollouts]
 
     def _prepare_stage2(self, everyone: list[Rollout], step: int) -> None:
         rng = random.Random(f"{self.seed}:{step}:positives")

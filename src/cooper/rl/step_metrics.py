@@ -4,13 +4,18 @@
 
 from __future__ import annotations
 
+from cooper.config.train import Payer
 from cooper.rl.pairs import RolloutStats
 from cooper.rl.step import Stage2Stats
 
 
-def rollout_metrics(stats: RolloutStats, seconds: dict[str, float]) -> dict[str, float]:
-    """Stage 1's metrics: the rewards, the hacking signals and the time of each part."""
+def rollout_metrics(stats: RolloutStats, seconds: dict[str, float],
+                    pays: Payer = Payer.REWARD_MODEL) -> dict[str, float]:
+    """Stage 1's metrics: the rewards, the hacking signals and the time of each part (with
+    the hybrid reward's mean when it pays)."""
     m = {"reward/rule_mean": stats.rule_mean}
+    if pays is Payer.HYBRID and stats.hybrid_mean is not None:
+        m["reward/hybrid_mean"] = stats.hybrid_mean
     if stats.rm_mean is not None:
         m.update({"reward/rm_mean": stats.rm_mean, "hacking/gap": stats.gap,
                   "rm/agreement": stats.agreement})

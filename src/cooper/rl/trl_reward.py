@@ -78,8 +78,9 @@ def verifier_column(rollouts: Sequence[Rollout], pays: Payer) -> list[float | No
     summed into a reward of 0, the lowest a probability can be."""
     if pays is Payer.VERIFIER:
         return [float(r.correct) for r in rollouts]
-    return [float(r.correct) if r.rm_score is not None and math.isfinite(r.rm_score) else None
-            for r in rollouts]
+    hybrid = pays is Payer.HYBRID  # a verified rollout is paid 1 whatever its score
+    return [float(r.correct) if (r.rm_score is not None and math.isfinite(r.rm_score))
+            or (hybrid and r.correct) else None for r in rollouts]
 
 
 def question_of(prompt: Any) -> str:
@@ -131,9 +132,11 @@ class CooperRewardFunction:
     ``reward_model``: a folder from ``cooper rm train``, a plain one-label
     ``AutoModelForSequenceClassification`` checkpoint (the released VerifyRM format), or a
     loaded :class:`~cooper.rm.model.RewardModel`. ``mode``: ``"cooper"`` (the reward model pays
-    and is updated every step), ``"rm"`` (it pays, frozen: the pairs still measure it) or
+    and is updated every step), ``"rm"`` (it pays, frozen: the pairs still measure it),
     ``"rule"`` (the verifier pays; the reward model, if given, is only scored, to log the
-    hacking signals). ``reference_column``: the dataset column with each problem's final
+    hacking signals), ``"hybrid"`` (the verifier pays 1 where it accepts, the frozen reward
+    model's score elsewhere: for a verifier that misses right answers) or ``"hybrid_cooper"``
+    (the same, the reward model updated every step). ``reference_column``: the dataset column with each problem's final
     answer; ``question_column``: the one with its text (None, the default: the prompt's last
     user message, less this project's boxed-answer instruction; a named column that the
     dataset lacks is an error);
@@ -167,7 +170,7 @@ class CooperRewardFunction:
         update = replace(rm_update or RMUpdateConfig(), **rm_update_settings).check()
         plan = reward_plan(mode, has_rm=reward_model is not None,
                            pair_metrics=update.pair_metrics)
-        if plan.pays is Payer.REWARD_MODEL and reward_model is None:
+        if plan.pays_with_rm and reward_model is None:
             raise ConfigError(f"mode={mode!r} needs a reward model: pass a folder from "
                               "`cooper rm train` or a sequence-classification checkpoint")
         assistant = assistant or AssistantConfig()
@@ -229,8 +232,9 @@ class CooperRewardFunction:
 
     def __call__(self, prompts, completions, **kwargs) -> list[float]:
         """The rewards that pay the policy: the reward model's probabilities (``cooper`` and
-        ``rm`` modes; NaN where a score is not finite, which TRL treats as unscorable) or the
-        verifier's verdicts (``rule`` mode)."""
+        ``rm`` modes; NaN where a score is not finite, which TRL treats as unscorable), the
+        verifier's verdicts (``rule`` mode), or 1 where the verifier accepts and the
+        probability elsewhere (``hybrid`` modes)."""
         return self.cooper.rewards(self._step(prompts, completions, **kwargs))
 
     def columns(self) -> list[_Column]:
@@ -265,7 +269,7 @@ class CooperRewardFunction:
         rollouts, stats, seconds = cooper.score(ids, questions, references,
                                                 [completion_text(c) for c in completions],
                                                 step=step, training=training)
-        metrics.update(rollout_metrics(stats, seconds))
+        metrics.update(rollout_metrics(stats, seconds, cooper.plan.pays))
         # Stage 2: the reward model's update, the rewards above already fixed
         if cooper.pending and not cooper.background:
             metrics.update(self._update())
