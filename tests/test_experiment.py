@@ -235,3 +235,17 @@ def test_presets_resolve_and_validate():
     assert gpu.arm_train("cooper_both").rm_update.negatives == "both"
     with pytest.raises(Exception, match="setup.reward_model"):
         load_experiment("hacking_qwen2.5-1.5b_gsm8k").validate()
+
+
+def test_a_kept_policy_that_is_missing_is_left_out_and_listed(tmp_path, caplog):
+    from cooper.config.experiment import load_experiment
+    from cooper.experiment.final_eval import last_policies
+
+    final = {"benchmarks": {"arith_2x1:test": {"accuracy": 0.5}}, "average": 0.5, "seconds": 1.0}
+    with caplog.at_level("WARNING"):
+        last = last_policies(load_experiment("hacking_cpu"), {475: tmp_path / "step-475"}, 500,
+                             final, tmp_path / "final_eval_last.json")
+    assert last["missing"] == [475] and [p["step"] for p in last["points"]] == [500]
+    assert last["average"] == 0.5 and last["sd"] == 0.0
+    assert "no policy kept after step 475" in caplog.text
+    assert json.loads((tmp_path / "final_eval_last.json").read_text()) == last

@@ -241,6 +241,13 @@ def test_the_headline_is_the_mean_over_the_last_policies(tmp_path):
     # per seed: the mean, its sd over the three policies, the difference, the final policy
     assert "| Cooper | 0 | not hacked | 20 | 70.00 | 10.00 | -2.00 | 82.00 |" in md
     assert "| Cooper | 1 | not hacked | 20 | 80.00 | 5.00 | -2.00 | 80.00 |" in md
+    assert "fewer policies" not in md
+    # a kept policy that went missing: the report says whose headline is over fewer policies
+    path = folder / "seed-1" / "arms" / "cooper" / "final_eval_last.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "missing": [425]}))
+    md = build_report(folder).markdown.read_text()
+    assert "Headlines over fewer policies, their kept policies missing: cooper (seed 1): " \
+           "steps 425." in md
 
 
 def test_report_of_an_unfinished_experiment_says_so(tmp_path):

@@ -362,6 +362,11 @@ def build_report(folder: str | Path, out: str | Path | None = None) -> ReportPat
     missing += [f"setup (seed {s})" for (s, _), st in zip(seeds, setups, strict=True) if not st]
     note = (f"Incomplete: {', '.join(missing)} not finished yet; rerun the experiment command "
             "to continue it." if missing else "")
+    gaps = [f"{r.name} (seed {r.seed}): steps {', '.join(map(str, r.final['missing']))}"
+            for a in arms for r in a.runs if r.final_policy and r.final.get("missing")]
+    if gaps:  # a kept policy that was deleted: its mean is over fewer policies, say so
+        note += (" " if note else "") + ("Headlines over fewer policies, their kept policies "
+                                         f"missing: {'; '.join(gaps)}.")
     fe = settings["final_eval"]
     versions = [["software", "version"]] + [[k, str(v)] for k, v in status.get("versions", {}).items()]
     blocks: list[tuple] = [("h1", TITLE)]
