@@ -112,8 +112,8 @@ def test_experiment_runs_every_arm_resumes_and_reports(tmp_path):
     assert len(set(configs)) == 1
 
     report = out / "report"
-    plots = ("heldout_accuracy", "training_reward", "hacking_gap", "hacking_top_wrong",
-             "rm_group_auroc", "rm_probe", "rm_probe_auroc")
+    plots = ("last_policies", "heldout_accuracy", "training_reward", "hacking_gap",
+             "hacking_top_wrong", "rm_group_auroc", "rm_probe", "rm_probe_auroc")
     for name in plots:
         assert (report / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     html = (report / "report.html").read_text()

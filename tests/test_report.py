@@ -228,7 +228,9 @@ def test_the_headline_is_the_mean_over_the_last_policies(tmp_path):
                             "average": mean, "sd": sd, "missing": [], "seconds": 15.0,
                             "points": [{"step": 450 + 25 * i, "average": a}
                                        for i, a in enumerate(accs)]}))
-    md = build_report(folder).markdown.read_text()
+    paths = build_report(folder)
+    md = paths.markdown.read_text()
+    assert paths.plots[0].name == "last_policies.png" and "](last_policies.png)" in md
     # headline: rule 72 and 82, cooper 70 and 80 (its final policies alone: 82 and 80)
     assert "Each arm's mean over its last 3 policies, 25 steps apart" in md
     final = md[md.index("## Final accuracy"):md.index("## Hacking figures")]

@@ -318,6 +318,8 @@ def setup_rows(done: list[dict[str, Any]]) -> list[list[str]]:
 TITLE = "Reward hacking: rule vs. fixed reward model vs. Cooper"
 SETTINGS_NAME = f"{SETTINGS_FILE} in the experiment folder"
 CAPTIONS = {
+    "last_policies.png": "Each arm's last policies on the test benchmarks (the final evaluation's "
+                         "protocol), by step: the headline is their mean.",
     "heldout_accuracy.png": "Held-out accuracy (verifier-scored, validation protocol) by step.",
     "training_reward.png": "Solid: the reward each arm optimises. Dashed: the verified accuracy "
                            "of the same rollouts. Hacking shows as solid rising while dashed "

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cooper.report.figures import Arm, band, moving_average, window_for
+from cooper.report.figures import Arm, Run, band, moving_average, window_for
 
 __all__ = ["ARM_COLORS", "ARM_LABELS", "PALETTE", "arm_colors", "arm_label", "make_plots",
            "moving_average", "window_for"]
@@ -87,9 +87,23 @@ def _plot(arms: list[Arm], key_of, title: str, ylabel: str, path: Path, *,
     return path
 
 
+def last_policies(arms: list[Arm]) -> list[Arm]:
+    """Each arm with, per seed, its last policies' test accuracy as the only record
+    (``test/accuracy`` at each kept step): what the headline averages, to plot it."""
+    return [Arm(a.name, a.label, a.mode, [
+        Run(r.name, r.seed, r.mode, [{"step": p["step"], "test/accuracy": p["average"]}
+                                     for p in (r.final or {}).get("points", [])]
+            if r.final_policy else [], None, None) for r in a.runs]) for a in arms]
+
+
 def make_plots(arms: list[Arm], folder: Path) -> list[Path]:
-    """The report's PNGs, written into ``folder``; returns their paths in report order."""
-    return [
+    """The report's PNGs, written into ``folder``; returns their paths in report order (the
+    last policies' plot only where the experiment scored them)."""
+    last = last_policies(arms)
+    scored = any(r.rows for a in last for r in a.runs)
+    return [*([_plot(last, lambda a: "test/accuracy",
+                     "Test accuracy of the last policies (the headline is their mean)",
+                     "accuracy", folder / "last_policies.png", smooth=False)] if scored else []),
         _plot(arms, lambda a: "val/accuracy", "Held-out accuracy (verifier)", "accuracy",
               folder / "heldout_accuracy.png", smooth=False, ylim=(0, 1)),
         _plot(arms, lambda a: a.reward_key,
