@@ -86,3 +86,15 @@ def test_bench_step_times_an_experiment_presets_arms_on_its_setup(tmp_path):
     assert bad.returncode == 2 and "has no arm nope" in bad.stderr
     bad = run_cli("bench", "step", "--preset", "hacking_cpu", "--threads", "0", check=False)
     assert bad.returncode == 2 and "--threads >= 1" in bad.stderr
+
+
+def test_the_seed_follows_the_setup_folder():
+    from cooper.bench.step import setup_seed
+    from cooper.errors import UserError
+
+    assert setup_seed("runs/hacking/seed-3", None) == 3  # the setup's own seed
+    assert setup_seed("runs/hacking/seed-3", 3) == 3
+    assert setup_seed(None, None) == 0 and setup_seed(None, 2) == 2
+    assert setup_seed("runs/mine", None) == 0  # a folder not named seed-S: the default
+    with pytest.raises(UserError, match="seed 3's setup and --seed is 1"):
+        setup_seed("runs/hacking/seed-3", 1)

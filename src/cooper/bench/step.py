@@ -65,8 +65,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--setup", default=None,
                    help="experiment presets: a seed's folder of that experiment (OUT/seed-S) "
                         "whose setup is reused (default: build one, minutes)")
-    p.add_argument("--seed", type=int, default=0, help="experiment presets: the seed whose "
-                   "setup is built and trained (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=None, help="experiment presets: the seed whose "
+                   "setup is built and trained (default: the one of --setup's seed-S folder, "
+                   "else 0)")
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads of each run (default: torch's; 1 matches an arm of "
                         "`cooper experiment hacking --jobs 2` on 2 cores)")
@@ -151,6 +152,21 @@ def _yaml(path: Path) -> Any:
     return yaml.safe_load(path.read_text())
 
 
+def setup_seed(setup: str | None, seed: int | None) -> int:
+    """The seed an experiment preset's arms are timed with: ``--seed``, else the one of the
+    ``--setup`` folder's name (``seed-S``: the seed its setup was built for), else 0. A
+    ``--seed`` that differs from the folder's would train another seed's arms on that setup,
+    which no experiment does: refused."""
+    from cooper.errors import UserError
+
+    name = Path(setup).name if setup else ""
+    folder = int(name[5:]) if name.startswith("seed-") and name[5:].isdigit() else None
+    if seed is not None and folder is not None and seed != folder:
+        raise UserError(f"--setup {setup} is seed {folder}'s setup and --seed is {seed}: drop "
+                        "--seed (it follows the folder) or give the same seed")
+    return seed if seed is not None else folder if folder is not None else 0
+
+
 def _arm_settings(args: argparse.Namespace, work: Path) -> dict[str, list[str]]:
     """An experiment preset's arms on one seed's setup, each as a ``cooper train`` settings
     file written into ``work``: what ``cooper experiment hacking`` runs for that arm."""
@@ -161,6 +177,7 @@ def _arm_settings(args: argparse.Namespace, work: Path) -> dict[str, list[str]]:
     from cooper.experiment.hacking import arm_config
     from cooper.experiment.setup import run_setup
 
+    args.seed = setup_seed(args.setup, args.seed)
     exp = load_experiment(args.preset, args.overrides).for_seed(args.seed).validate()
     arms = [a for a in (args.modes or ",".join(exp.arms)).split(",") if a]
     unknown = sorted(set(arms) - set(exp.arms))
