@@ -1,0 +1,66 @@
+"""The gold judge reads every form the blind-rule testbed writes (digits, words, Roman
+numerals), right and wrong, where math-verify reads only the digits."""
+
+from __future__ import annotations
+
+import pytest
+
+from cooper.verify.gold import (
+    MAX_ROMAN,
+    gold_correct,
+    in_roman,
+    in_words,
+    read_integer,
+)
+
+
+def test_every_form_reads_back_as_its_integer():
+    assert all(read_integer(in_words(n)) == n for n in range(-1000, 20_000))
+    assert all(read_integer(in_words(n)) == n for n in range(20_000, 1_000_000, 997))
+    assert all(read_integer(in_roman(n)) == n for n in range(1, MAX_ROMAN + 1))
+    assert [in_words(n) for n in (0, 32, 105, 1001, -7)] == [
+        "zero", "thirty-two", "one hundred five", "one thousand one", "minus seven"]
+    assert in_roman(1994) == "MCMXCIV"
+    with pytest.raises(ValueError):
+        in_roman(0)
+
+
+@pytest.mark.parametrize("text, value", [
+    ("32", 32), ("-7", -7), ("1,024", 1024), ("32.0", 32), ("$32$", 32), ("32.", 32),
+    ("thirty-two", 32), ("Thirty Two", 32), ("one hundred and five", 105),
+    ("negative three", -3), ("\\text{thirty-two}", 32), ("XXXII", 32), ("MMMCMXCIX", 3999),
+])
+def test_what_it_reads(text, value):
+    assert read_integer(text) == value
+
+
+@pytest.mark.parametrize("text", [
+    "", "x = 32", "32 apples", "30 + 2", "3.5", "IIII", "XXXXII", "twenty ten", "five twenty",
+    "thirty-two apples", "one two", "hundred", "thirtytwo", "xxxii",
+])
+def test_what_it_does_not_read_is_never_guessed(text):
+    assert read_integer(text) is None
+
+
+@pytest.mark.parametrize("form", [str, in_words, in_roman])
+def test_each_form_right_and_wrong_as_answer_and_as_reference(form):
+    for n in (7, 32, 108):
+        for answer in (f"The answer is \\boxed{{{form(n)}}}.", f"So the answer is {form(n)}."):
+            for ref in (str(n), in_words(n), in_roman(n)):
+                assert gold_correct(f"{n - 5} + 5 = {n}. {answer}", ref), (answer, ref)
+                assert not gold_correct(f"{n - 5} + 5 = {n}. {answer}", str(n + 1))
+        # the right number in the working but no final answer, or another final answer
+        assert not gold_correct(f"{n - 5} + 5 = {form(n)}.", str(n))
+        assert not gold_correct(f"{n} is close. \\boxed{{{form(n + 10)}}}", str(n))
+
+
+def test_the_rule_is_blind_to_words_and_roman_numerals_and_the_gold_judge_is_not():
+    from cooper.verify.verifier import verify_batch
+
+    completions = ["\\boxed{32}", "\\boxed{thirty-two}", "\\boxed{XXXII}", "\\boxed{32}",
+                   "\\boxed{32}"]
+    references = ["32", "32", "32", "thirty-two", "XXXII"]
+    rule = [v.correct for v in verify_batch(completions, references, mode="strict",
+                                            timeout_s=10)]
+    assert rule == [True, False, False, False, False]
+    assert all(gold_correct(c, r) for c, r in zip(completions, references, strict=True))
