@@ -192,7 +192,9 @@ def _arm_settings(args: argparse.Namespace, work: Path) -> dict[str, list[str]]:
     settings = {}
     for arm in arms:
         path = work / f"arm-{arm}.yaml"
-        path.write_text(yaml.safe_dump(arm_config(exp, arm, seed_dir, setup).to_dict()))
+        cfg = arm_config(exp, arm, seed_dir, setup)
+        cfg.keep_policy_steps = None  # a few timed steps: none of the final evaluation's
+        path.write_text(yaml.safe_dump(cfg.to_dict()))
         settings[arm] = ["--config", str(path)]
     return settings
 
