@@ -37,6 +37,7 @@ def test_what_it_reads(text, value):
 @pytest.mark.parametrize("text", [
     "", "x = 32", "32 apples", "30 + 2", "3.5", "IIII", "XXXXII", "twenty ten", "five twenty",
     "thirty-two apples", "one two", "hundred", "thirtytwo", "xxxii",
+    "1" * 5000, "one " * 2000, "X" * 10_000,  # huge: not read, no error
 ])
 def test_what_it_does_not_read_is_never_guessed(text):
     assert read_integer(text) is None
