@@ -15,7 +15,7 @@ the final one (:func:`last_policies`); the final policy alone stays beside it.
 from __future__ import annotations
 
 import logging
-import math
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -72,9 +72,8 @@ def last_policies(exp: ExperimentConfig, kept: dict[int, Path], final_step: int,
         seconds += r["seconds"]
     points.append((final_step, final))
     averages = [r["average"] for _, r in points]
-    mean = sum(averages) / len(averages)
-    sd = math.sqrt(sum((a - mean) ** 2 for a in averages) / (len(averages) - 1)) if len(
-        averages) > 1 else 0.0
+    mean = statistics.fmean(averages)
+    sd = statistics.stdev(averages) if len(averages) > 1 else 0.0
     scores = {label: {**v, "accuracy": sum(r["benchmarks"][label]["accuracy"] for _, r in points)
                       / len(points)} for label, v in final["benchmarks"].items()}
     result = {"benchmarks": scores, "average": mean, "sd": sd,
