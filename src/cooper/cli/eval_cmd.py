@@ -93,8 +93,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--threads", type=int, default=None,
                    help="CPU threads for torch (default: one per core); on a small or busy "
                         "CPU, --threads 1 can be several times faster")
-    b.add_argument("--verify-mode", choices=("strict", "lenient"), default=d["verify_mode"],
-                   help="verifier mode (default: %(default)s)")
+    b.add_argument("--verify-mode", choices=("strict", "lenient", "gold"),
+                   default=d["verify_mode"],
+                   help="verifier mode; 'gold' is the testbed's gold judge for integer answers "
+                        "in digits, words or Roman numerals, with the strict rule's accuracy "
+                        "beside it (default: %(default)s)")
     b.add_argument("--verify-timeout", type=float, default=None, metavar="SECONDS",
                    help="hard time limit per verification (default: the verifier's)")
     b.add_argument("--k", type=_int_list, default=None, metavar="K,K,...",

@@ -35,9 +35,8 @@ from cooper.data.prompts import check_template, prompt_messages
 from cooper.errors import UserError
 from cooper.infra.generation import Generator, Messages, OnSamples, SamplingConfig
 from cooper.types import Problem
-from cooper.verify.extraction import MODES as VERIFY_MODES
 from cooper.verify.extraction import clean_answer, number_to_str
-from cooper.verify.verifier import verify_batch
+from cooper.verify.verifier import JUDGES, verify_batch
 
 # Problems per chunk. A chunk is generated and verified as a unit and is the unit a resumed
 # run skips; several batches per chunk leave room for length sorting to group similar prompts.
@@ -65,6 +64,8 @@ class SampleRecord:
     """generated tokens, end-of-sequence included, padding excluded"""
     finish_reason: str
     """'stop' or 'length' (cut at max_new_tokens)"""
+    rule_correct: bool | None = None
+    """the rule's verdict beside the gold judge's, when the gold judge scores (``correct``)"""
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,8 @@ class BenchmarkMetrics:
     """generated tokens per sample"""
     truncated_fraction: float
     """fraction of samples cut at max_new_tokens"""
+    rule_accuracy: float | None = None
+    """the rule's accuracy beside the gold judge's (``accuracy``) when the gold judge scores"""
 
 
 @dataclass
@@ -205,7 +208,9 @@ def summarize(benchmark: str, samples: Sequence[SampleRecord],
         pass_at_k={k: _mean([pass_at_k(n, p.num_correct, k) for p in scores]) for k in ks},
         majority_accuracy=_mean([float(p.majority_correct) for p in scores]),
         mean_tokens=_mean([s.num_tokens for s in samples]),
-        truncated_fraction=_mean([float(s.finish_reason == "length") for s in samples]))
+        truncated_fraction=_mean([float(s.finish_reason == "length") for s in samples]),
+        rule_accuracy=(_mean([float(s.rule_correct) for s in samples])
+                       if all(s.rule_correct is not None for s in samples) else None))
     return metrics, scores
 
 
@@ -240,9 +245,13 @@ def chunk_problems(problems: Sequence[Problem], size: int) -> list[list[Problem]
 # ------------------------------------------------------------------ sampling and verification
 
 def check_verify_mode(mode: str) -> str:
-    if mode not in VERIFY_MODES:
-        raise UserError(f"unknown verifier mode '{mode}'; choose {' or '.join(VERIFY_MODES)}")
+    if mode not in JUDGES:
+        raise UserError(f"unknown verifier mode '{mode}'; choose {', '.join(JUDGES)}")
     return mode
+
+
+RULE_BESIDE_GOLD = "strict"
+"""the rule whose verdict a gold-judged evaluation keeps beside the judge's"""
 
 
 def sample_chunk(generator: Generator, problems: Sequence[Problem], sampling: SamplingConfig, *,
@@ -262,13 +271,16 @@ def sample_chunk(generator: Generator, problems: Sequence[Problem], sampling: Sa
     flat = [(p, prompt, j, g) for p, prompt, gs in zip(problems, prompts, gens, strict=True)
             for j, g in enumerate(gs)]
     kwargs = {} if verify_timeout_s is None else {"timeout_s": verify_timeout_s}
-    verdicts = verify_batch([g.text for *_, g in flat], [p.reference for p, *_ in flat],
-                            mode=verify_mode, **kwargs)
+    texts, references = [g.text for *_, g in flat], [p.reference for p, *_ in flat]
+    verdicts = verify_batch(texts, references, mode=verify_mode, **kwargs)
+    # the gold judge scores; the rule's verdicts stay beside it, to show what the rule misses
+    rule = ([v.correct for v in verify_batch(texts, references, mode=RULE_BESIDE_GOLD, **kwargs)]
+            if verify_mode == "gold" else [None] * len(flat))
     return [SampleRecord(benchmark=benchmark, problem_id=p.id, sample=j, prompt=prompt,
                          completion=g.text, reference=p.reference, extracted=v.extracted,
                          correct=bool(v.correct), reason=v.reason, num_tokens=g.num_tokens,
-                         finish_reason=g.finish_reason)
-            for (p, prompt, j, g), v in zip(flat, verdicts, strict=True)]
+                         finish_reason=g.finish_reason, rule_correct=r)
+            for (p, prompt, j, g), v, r in zip(flat, verdicts, rule, strict=True)]
 
 
 def evaluate_problems(generator: Generator, problems: Sequence[Problem],

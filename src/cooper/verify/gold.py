@@ -12,8 +12,10 @@ numerals (``XXXII``; 1 to 3999, canonical forms only); anything else is not read
 the judge never guesses. :func:`gold_correct` takes the completion's final answer as the
 project's strict extraction finds it (a box, ``####``, "the answer is"; :mod:`.extraction`)
 and compares the integers. :func:`in_words` and :func:`in_roman` write the forms, each the
-inverse of the reader (tested on every integer of their ranges). Pure functions; nothing here
-calls math-verify.
+inverse of the reader (tested on every integer of their ranges). :func:`gold_verdicts` gives
+the judge's decisions in the verifier's record (``cooper.verify.verifier.verify_batch`` with
+``mode="gold"``), so a testbed can pay with it, or score held-out answers with it beside the
+rule. Pure functions; nothing here calls math-verify.
 """
 
 from __future__ import annotations
@@ -124,6 +126,20 @@ def _roman_values(s: str) -> list[tuple[str, int]]:
                 i += len(letters)
                 break
     return out
+
+
+def gold_verdict(completion: str, reference: str) -> tuple[bool, str | None, str]:
+    """(correct, the final answer as written, reason) in the verifier's terms: ``correct``,
+    ``wrong``, ``no_answer`` (no final answer found) or ``error`` (a reference the judge cannot
+    read: the judge is for integer answers only)."""
+    span = find_answer(completion, "strict") if isinstance(completion, str) else None
+    if span is None:
+        return False, None, "no_answer"
+    expected = read_integer(reference) if isinstance(reference, str) else None
+    if expected is None:
+        return False, span.text, "error"
+    ok = read_integer(span.text) == expected
+    return ok, span.text, "correct" if ok else "wrong"
 
 
 def gold_correct(completion: str, reference: str) -> bool:

@@ -42,7 +42,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
 from cooper.infra.procpool import ProcessPool
 from cooper.verify.extraction import (
@@ -375,8 +375,22 @@ def verify(completion: Any, reference: Any, *, mode: Mode = "strict",
     return default_verifier().verify(completion, reference, mode=mode, timeout_s=timeout_s)
 
 
+JUDGES: tuple[str, ...] = (*MODES, "gold")
+"""what :func:`verify_batch` can judge with: the rule (strict or lenient extraction) or the
+testbed's gold judge for integer answers (:mod:`cooper.verify.gold`)"""
+
+
 def verify_batch(completions: Sequence[Any], references: Sequence[Any], *,
-                 mode: Mode = "strict", timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Verdict]:
-    """Verify many pairs at once with the default verifier (parallel, deduplicated)."""
+                 mode: Mode | Literal["gold"] = "strict",
+                 timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Verdict]:
+    """Verify many pairs at once with the default verifier (parallel, deduplicated), or with
+    the gold judge (``mode="gold"``: pure Python, no worker, no timeout)."""
+    if mode == "gold":
+        from cooper.verify.gold import gold_verdict
+
+        if len(completions) != len(references):
+            raise ValueError(f"{len(completions)} completions but {len(references)} references")
+        return [Verdict(*gold_verdict(completion_text(c), completion_text(r)))
+                for c, r in zip(completions, references, strict=True)]
     return default_verifier().verify_batch(completions, references, mode=mode,
                                            timeout_s=timeout_s)
