@@ -182,6 +182,7 @@ BUILTIN_SPLITS: dict[str, tuple[str, ...]] = {
     "arith": ("train", "test"),  # synthetic, generated (cooper.data.synthetic)
     "arith_small": ("train", "test"),
     "arith_2x1": ("train", "validation", "test"),
+    "arith_2x1_words": ("train", "validation", "test"),  # the rule is blind to some answers
 }
 DATASET_HELP = f"{', '.join(BUILTIN_SPLITS)}, or a .jsonl/.json/.parquet file"
 DEFAULT_SPLIT = "test"
@@ -212,7 +213,7 @@ def _builtin_rows(name: str, split: str) -> Iterator[tuple[str, Problem]]:
         for row in json.loads(_bundled("svamp", "SVAMP.json").read_text()):
             yield row["ID"], Problem(f"svamp-{row['ID']}", _svamp_question(row["Body"], row["Question"]),
                                      number_to_str(row["Answer"]), "svamp", row["Equation"])
-    elif name in ("arith", "arith_small", "arith_2x1"):
+    elif name in ("arith", "arith_small", "arith_2x1", "arith_2x1_words"):
         for problem in arithmetic_problems(split, name):
             yield problem.id, problem
     elif name == "math500":
