@@ -37,11 +37,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "ones. Another machine's floating point gives other weights (a fixed step "
                     "count gave 8%, 48% and 72% on three machines): that is why it ships. "
                     "--policy tiny-arith-v1 reruns the tests' shipped policy instead (300 steps "
-                    "on arith_small, no band).")
+                    "on arith_small, no band); --policy tiny-arith-2x1-words-v1 the blind-rule "
+                    "testbed's (arith_2x1_words, at most 2,000 steps, scored by the gold judge "
+                    "with 64 new tokens, the same band).")
     tb.add_argument("--out", required=True, help="folder to write OUT/policy into")
     tb.add_argument("--seed", type=int, default=0, help="warm start seed (shipped: 0)")
     tb.add_argument("--policy", default="tiny-arith-2x1-v2",
-                    choices=("tiny-arith-2x1-v2", "tiny-arith-v1"),
+                    choices=("tiny-arith-2x1-v2", "tiny-arith-2x1-words-v1", "tiny-arith-v1"),
                     help="which shipped policy's recipe to rerun (default: %(default)s, the "
                          "testbed's)")
     tb.set_defaults(func=_build_testbed)
@@ -96,7 +98,7 @@ def _build_testbed(args: argparse.Namespace) -> int:
         print(f"built {policy} in {time.perf_counter() - t0:.0f} s; "
               f"{compared(policy, TINY_ARITH)}")
         return 0
-    record = build_testbed_policy(Path(args.out), seed=args.seed)
+    record = build_testbed_policy(Path(args.out), name=args.policy, seed=args.seed)
     took = time.perf_counter() - t0
     policy = Path(args.out) / record["policy"]
     for c in record["checks"]:

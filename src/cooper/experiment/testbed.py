@@ -147,7 +147,11 @@ def warm_start(model_dir: str | os.PathLike, out_dir: str | os.PathLike, *, step
 TINY_ARITH = "tiny-arith-v1"  # the tests' policy; shipped with the package
 # the testbed's policy: disjoint splits, so a longer warm start; shipped with the package
 TINY_ARITH_2X1 = "tiny-arith-2x1-v2"  # bump when its warm start changes (v2: stops in a band)
-WARM_STARTS = {TINY_ARITH: ("arith_small", 300), TINY_ARITH_2X1: ("arith_2x1", 1200)}
+# the blind-rule testbed's policy: warm-started on arith_2x1_words, so it boxes some right
+# answers in words, which the rule rejects and the gold judge reads; shipped with the package
+TINY_ARITH_WORDS = "tiny-arith-2x1-words-v1"
+WARM_STARTS = {TINY_ARITH: ("arith_small", 300), TINY_ARITH_2X1: ("arith_2x1", 1200),
+               TINY_ARITH_WORDS: ("arith_2x1_words", 2000)}
 
 SHIPPED = Path(__file__).with_name("models")
 """Weights that ship with the package (``SHIPPED/NAME/policy``), each with a README that gives
@@ -178,8 +182,13 @@ TESTBED_BAND = (0.40, 0.55)
 earlier rounds was right on 48% (arith_2x1's validation split), which leaves RL room to learn
 and a reward model a policy worth exploiting"""
 TESTBED_CHECK = {"dataset": "arith_2x1", "split": "validation", "limit": 100, "samples": 2,
-                 "max_new_tokens": 48, "seed": 0}
+                 "max_new_tokens": 48, "seed": 0, "verify_mode": "strict"}
 """how the warm start's accuracy is measured: as ``hacking_cpu``'s setup measures it"""
+CHECKS = {TINY_ARITH_2X1: TESTBED_CHECK,
+          TINY_ARITH_WORDS: {**TESTBED_CHECK, "dataset": "arith_2x1_words", "max_new_tokens": 64,
+                             "verify_mode": "gold"}}
+"""each shipped testbed policy's check: the words policy is scored by the gold judge, as
+``blind_cpu``'s setup scores it (answers in words are longer: 64 tokens)"""
 
 
 def heldout_accuracy(generator, dataset: str, split: str, *, limit: int | None, samples: int,
@@ -198,16 +207,18 @@ def heldout_accuracy(generator, dataset: str, split: str, *, limit: int | None, 
                              verify_mode=verify_mode).metrics.accuracy
 
 
-def testbed_accuracy(model, tok) -> float:
-    """A policy's accuracy on :data:`TESTBED_CHECK` (the paper's sampling protocol)."""
+def testbed_accuracy(model, tok, check: dict[str, Any] = TESTBED_CHECK) -> float:
+    """A policy's accuracy on ``check`` (:data:`TESTBED_CHECK` by default; the paper's
+    sampling protocol)."""
     from cooper.infra.generation import HFGenerator
     from cooper.infra.protocol import PAPER_TEMPERATURE, PAPER_TOP_P
 
-    c = TESTBED_CHECK
+    c = check
     return heldout_accuracy(HFGenerator(model, tok, batch_size=32, name="testbed-check"),
                             c["dataset"], c["split"], limit=c["limit"], samples=c["samples"],
                             max_new_tokens=c["max_new_tokens"], seed=c["seed"],
-                            temperature=PAPER_TEMPERATURE, top_p=PAPER_TOP_P)
+                            temperature=PAPER_TEMPERATURE, top_p=PAPER_TOP_P,
+                            verify_mode=c["verify_mode"])
 
 
 def build_testbed_policy(out: str | os.PathLike, *, name: str = TINY_ARITH_2X1,
@@ -227,7 +238,7 @@ def build_testbed_policy(out: str | os.PathLike, *, name: str = TINY_ARITH_2X1,
     checks: list[dict[str, float]] = []
 
     def in_band(step: int, model, tok) -> bool:
-        acc = testbed_accuracy(model, tok)
+        acc = testbed_accuracy(model, tok, CHECKS[name])
         checks.append({"step": step, "accuracy": acc})
         return lo <= acc <= hi
 
@@ -236,7 +247,7 @@ def build_testbed_policy(out: str | os.PathLike, *, name: str = TINY_ARITH_2X1,
         policy = warm_start(tiny.policy, Path(out) / "policy", steps=steps, lr=3e-3,
                             dataset=dataset, seed=seed, stop=in_band, check_every=50)
     record = {"name": name, "dataset": dataset, "max_steps": steps, "lr": 3e-3, "seed": seed,
-              "band": list(TESTBED_BAND), "check": TESTBED_CHECK, "checks": checks,
+              "band": list(TESTBED_BAND), "check": CHECKS[name], "checks": checks,
               "stopped_at": checks[-1] if checks and lo <= checks[-1]["accuracy"] <= hi else None,
               "policy": policy.name}
     write_json(Path(out) / "build.json", record)
