@@ -40,3 +40,18 @@ def test_make_experiment_runs_one_seed_of_the_testbed_with_its_report(tmp_path):
     assert not (tmp_path / "exp").exists()  # printing the settings starts nothing
     [more] = make_dry_run("experiment", "SEEDS=0,1,2,3,4")
     assert more[more.index("--seeds") + 1] == "0,1,2,3,4"
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_experiment_blind_runs_one_seed_of_the_blind_rule_testbed(tmp_path):
+    [cmd] = make_dry_run("experiment-blind", f"BLIND_OUT={tmp_path / 'blind'}")
+    args = cmd[1:]
+    assert args[:2] == ["experiment", "hacking"] and "--no-report" not in args
+    assert args[args.index("--preset") + 1] == "blind_cpu"
+    assert args[args.index("--seeds") + 1] == "0"
+    printed = yaml.safe_load(run_cli(*args, "--print-config").stdout)
+    assert printed["setup"]["policy"] == "tiny-arith-2x1-words"
+    assert printed["train"]["validation"]["judge"] == "gold"
+    assert list(printed["arms"]) == ["gold", "rule", "rm", "hybrid", "cooper", "cooper_rollouts",
+                                     "hybrid_cooper"]
+    assert not (tmp_path / "blind").exists()

@@ -35,10 +35,36 @@ def test_the_shipped_policy_is_in_the_testbeds_band():
     from cooper.experiment.testbed import shipped_policy
 
     exp = load_experiment(PRESET).validate()
-    check = policy_check(exp, str(shipped_policy()))
+    check, missed = policy_check(exp, str(shipped_policy()))
     assert check["problems"] == 100 and check["samples"] == 2
     assert check["band"] == [0.30, 0.70]
     assert 0.30 <= check["accuracy"] <= 0.70, check
+    assert "rule_missed" not in check and missed == []  # the rule judges: nothing to miss
+
+
+def test_the_blind_testbeds_policy_is_in_its_bands():
+    """blind_cpu's start, scored as its setup scores it: right by the gold judge within the
+    band, and the rule rejects 20-40% of those right answers, every one of them in words."""
+    from cooper.config.experiment import load_experiment
+    from cooper.experiment.setup import policy_check
+    from cooper.experiment.testbed import TINY_ARITH_WORDS, shipped_policy
+    from cooper.verify.gold import gold_correct
+
+    exp = load_experiment("blind_cpu").validate()
+    check, missed = policy_check(exp, str(shipped_policy(TINY_ARITH_WORDS)))
+    assert check["benchmark"] == "arith_2x1_words:validation" and check["problems"] == 100
+    assert 0.25 <= check["accuracy"] <= 0.60, check
+    assert check["rule_accuracy"] < check["accuracy"]
+    assert check["rule_missed_band"] == [0.20, 0.40]
+    assert 0.20 <= check["rule_missed"] <= 0.40, check
+    assert len(missed) == round(check["rule_missed"] * check["gold_correct"])
+    assert all(gold_correct(t.completion, t.reference) for t in missed)
+    # what the rule missed is a form it cannot read: the answer or the reference in words
+    assert all(not (t.reference.isdigit() and find_box(t.completion).isdigit()) for t in missed)
+
+
+def find_box(text: str) -> str:
+    return text.rsplit("\\boxed{", 1)[-1].split("}", 1)[0]
 
 
 def test_a_policy_out_of_band_stops_the_setup_before_any_arm(tmp_path):

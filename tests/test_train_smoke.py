@@ -59,8 +59,11 @@ def assert_changed(before: dict, after: dict, what: str) -> None:
 @pytest.mark.parametrize("mode", ["rule", "rm", "cooper", "hybrid_cooper"])
 def test_each_mode_learns_and_logs_every_metric(arith, tmp_path, mode):
     out = tmp_path / mode
-    # 4 prompts a step, so that every step has a verified-correct sample and makes pairs
-    run_cli(*tiny_args(arith, out, mode, "rollout.prompts_per_step=4"))
+    # 4 prompts a step, so that every step has a verified-correct sample and makes pairs; the
+    # hybrid run also judges by the gold judge (on digits it reads what the rule reads)
+    gold = mode == "hybrid_cooper"
+    run_cli(*tiny_args(arith, out, mode, "rollout.prompts_per_step=4",
+                       *(["validation.judge=gold"] if gold else [])))
     rows = metrics(out)
     steps = [r for r in rows if r["step"] >= 1 and "loss" in r]
     assert [r["step"] for r in steps] == [1, 2]
@@ -74,7 +77,14 @@ def test_each_mode_learns_and_logs_every_metric(arith, tmp_path, mode):
             assert row["reward/hybrid_mean"] >= row["reward/rule_mean"]
         else:
             assert "reward/hybrid_mean" not in row
+        if gold:  # the gold judge's figures, against what the policy was paid
+            assert row["hacking/gold_gap"] == pytest.approx(
+                row["reward/hybrid_mean"] - row["gold/accuracy"])
+            assert 0 <= row["gold/accuracy"] <= 1 and "hacking/gold_top_wrong" in row
+        else:
+            assert not any(k.startswith("gold/") or k == "val/rule_accuracy" for k in row)
     assert "val/accuracy" in rows[0] and rows[0]["step"] == 0  # validated before training
+    assert ("val/rule_accuracy" in rows[0]) == gold  # the rule's beside the gold judge's
     assert "val/accuracy" in steps[-1]  # and after the last step
     assert_changed(weights(arith / "policy"), weights(out / "policy"), "policy")
     rm_before, rm_after = weights(arith / "reward"), weights(out / "reward_model")

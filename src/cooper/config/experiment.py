@@ -57,13 +57,17 @@ def trunk_layers(name: str | None) -> int | None:
 @dataclass
 class SetupConfig:
     policy: str = "tiny-arith"
-    """initial policy: 'tiny-arith' (tiny model warm-started on arith_small), 'tiny-arith-2x1' (on arith_2x1's train split), 'tiny-random', or a model name/folder"""
+    """initial policy: 'tiny-arith' (tiny model warm-started on arith_small), 'tiny-arith-2x1' (on arith_2x1's train split), 'tiny-arith-2x1-words' (on arith_2x1_words: some answers boxed in words), 'tiny-random', or a model name/folder"""
     reward_model: str | None = "tiny-arith"
     """initial reward model's checkpoint: 'tiny-arith' (random, the policy's tokenizer), 'tiny-random', 'embedded-trunk-K' (the embedded model's first K layers, a new score head), or a folder"""
     policy_accuracy_min: float | None = None
     """lowest held-out accuracy (train.validation's problems and sampling) the initial policy may have; below it the setup stops before any arm (None: not checked)"""
     policy_accuracy_max: float | None = None
     """highest such accuracy; above it the setup stops (None: not checked)"""
+    rule_missed_min: float | None = None
+    """with train.validation.judge=gold: the lowest share of the initial policy's gold-correct held-out answers that the rule may reject; outside [rule_missed_min, rule_missed_max] the setup stops before any arm (None: not checked)"""
+    rule_missed_max: float | None = None
+    """the highest such share (None: not checked)"""
 
 
 @dataclass
@@ -106,6 +110,8 @@ class ProbeConfig:
     """triples in the built probe"""
     min_accuracy: float | None = None
     """bar the initial reward model's probe accuracy must reach (after at most rm_init.max_rounds rounds); below it the setup stops before any arm (None: not checked)"""
+    min_recall_missed: float | None = None
+    """with train.validation.judge=gold: the bar on the initial reward model's recall on the initial policy's gold-correct held-out answers that the rule rejects (probability >= 0.5); below it the setup stops (None: measured, not checked)"""
 
 
 @dataclass
@@ -173,6 +179,11 @@ class ExperimentConfig:
         exp.train.seed = seed
         return exp
 
+    def held_out_mode(self) -> str:
+        """How held-out answers are verified (the setup's checks, the final evaluation): as the
+        arms' validation does (``train.validation.judge``)."""
+        return self.train.validation.verify_mode(self.train.reward.verifier_mode)
+
     def benchmark_list(self) -> list[tuple[str, str | None]]:
         # as cooper.data.problems.parse_benchmark reads it (a lower stage cannot import data;
         # tests/test_eval_cli.py checks the two agree)
@@ -206,13 +217,23 @@ class ExperimentConfig:
         if not self.probe.file and (self.probe.triples < 2 or self.probe.triples % 2):
             raise ConfigError(f"probe.triples must be an even number >= 2, got {self.probe.triples}")
         lo, hi = self.setup.policy_accuracy_min, self.setup.policy_accuracy_max
+        missed = self.setup.rule_missed_min, self.setup.rule_missed_max
         for key, x in (("setup.policy_accuracy_min", lo), ("setup.policy_accuracy_max", hi),
-                       ("probe.min_accuracy", self.probe.min_accuracy)):
+                       ("probe.min_accuracy", self.probe.min_accuracy),
+                       ("setup.rule_missed_min", missed[0]), ("setup.rule_missed_max", missed[1]),
+                       ("probe.min_recall_missed", self.probe.min_recall_missed)):
             if x is not None and not 0.0 <= x <= 1.0:
-                raise ConfigError(f"{key} is an accuracy between 0 and 1 (or null), got {x}")
-        if lo is not None and hi is not None and lo > hi:
-            raise ConfigError(f"setup.policy_accuracy_min={lo} is above "
-                              f"setup.policy_accuracy_max={hi}")
+                raise ConfigError(f"{key} is a fraction between 0 and 1 (or null), got {x}")
+        for name, (a, b) in (("policy_accuracy", (lo, hi)), ("rule_missed", missed)):
+            if a is not None and b is not None and a > b:
+                raise ConfigError(f"setup.{name}_min={a} is above setup.{name}_max={b}")
+        gold_checks = [k for k, x in (("setup.rule_missed_min", missed[0]),
+                                      ("setup.rule_missed_max", missed[1]),
+                                      ("probe.min_recall_missed", self.probe.min_recall_missed))
+                       if x is not None]
+        if gold_checks and self.train.validation.judge != "gold":
+            raise ConfigError(f"{', '.join(gold_checks)} need(s) the gold judge to see what the "
+                              "rule misses: set train.validation.judge=gold")
         if self.rm_init.max_rounds < 1:
             raise ConfigError(f"rm_init.max_rounds must be >= 1, got {self.rm_init.max_rounds}")
         if not math.isfinite(self.rm_init.disturb) or self.rm_init.disturb < 0:

@@ -172,7 +172,7 @@ class RewardConfig:
     model: str | None = None
     """reward-model folder (from `cooper rm train`); required in every mode but rule"""
     verifier_mode: str = "strict"
-    """answer extraction for the verifier: 'strict' (boxed, ####, 'answer is') or 'lenient'"""
+    """answer extraction for the verifier: 'strict' (boxed, ####, 'answer is') or 'lenient'; 'gold' puts the testbed's gold judge (integer answers in digits, words or Roman numerals) in the verifier's place: it pays and picks the positives (the blind-rule testbed's ceiling arm)"""
     verifier_timeout_s: float = 5.0
     """hard wall-clock limit of one verification"""
     score_batch_size: int = 16
@@ -304,6 +304,14 @@ class ValidationConfig:
     """run validation at all"""
     rm_probe: str | None = None
     """labelled triples file scored by the current reward model at every validation (val/rm_probe_*)"""
+    judge: str = "rule"
+    """what scores held-out answers: 'rule' (the verifier, as reward.verifier_mode reads it) or 'gold' (the testbed's gold judge for integer answers; val/accuracy is then its accuracy, the strict rule's is logged beside as val/rule_accuracy, and the training rollouts log the rule's false negatives: docs/metrics.md)"""
+
+    def verify_mode(self, verifier_mode: str) -> str:
+        """The mode held-out answers are verified with, given ``reward.verifier_mode``."""
+        if self.judge == "gold":
+            return "gold"
+        return "strict" if verifier_mode == "gold" else verifier_mode
 
 
 @dataclass
@@ -348,7 +356,8 @@ class TrainConfig:
         """Cross-field checks; raises :class:`ConfigError` naming the fix."""
         choice("reward.mode", self.reward.mode, MODES)
         self.policy_steps()  # a bad list fails here, before any model loads
-        choice("reward.verifier_mode", self.reward.verifier_mode, ("strict", "lenient"))
+        choice("reward.verifier_mode", self.reward.verifier_mode, ("strict", "lenient", "gold"))
+        choice("validation.judge", self.validation.judge, ("rule", "gold"))
         choice("assistant.backend", self.assistant.backend, ("local", "endpoint", "rewrite"))
         self.rm_update.check()
         choice("rollout.vllm_mode", self.rollout.vllm_mode, ("colocate", "server"))

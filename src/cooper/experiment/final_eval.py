@@ -42,13 +42,17 @@ def evaluate_policy(exp: ExperimentConfig, model: str, path: Path) -> dict[str, 
         label = benchmark_label(name, split)  # as `cooper eval` names it
         problems = list(load_problems(name, split, limit=e.limit))
         r = evaluate_problems(gen, problems, sampling, benchmark=label,
-                              verify_mode=exp.train.reward.verifier_mode)
+                              verify_mode=exp.held_out_mode())
         scores[label] = {"accuracy": r.metrics.accuracy, "problems": r.metrics.num_problems,
                          "samples": r.metrics.samples_per_problem,
                          "mean_tokens": r.metrics.mean_tokens}
+        if r.metrics.rule_accuracy is not None:  # the gold judge scored; the rule's beside
+            scores[label]["rule_accuracy"] = r.metrics.rule_accuracy
     result = {"benchmarks": scores,
               "average": sum(v["accuracy"] for v in scores.values()) / len(scores),
               "seconds": time.perf_counter() - t0}
+    if all("rule_accuracy" in v for v in scores.values()):
+        result["rule_average"] = sum(v["rule_accuracy"] for v in scores.values()) / len(scores)
     write_json(path, result, default=str)
     return result
 
@@ -74,12 +78,15 @@ def last_policies(exp: ExperimentConfig, kept: dict[int, Path], final_step: int,
     averages = [r["average"] for _, r in points]
     mean = statistics.fmean(averages)
     sd = statistics.stdev(averages) if len(averages) > 1 else 0.0
-    scores = {label: {**v, "accuracy": sum(r["benchmarks"][label]["accuracy"] for _, r in points)
-                      / len(points)} for label, v in final["benchmarks"].items()}
+    scores = {label: {**v, **{key: sum(r["benchmarks"][label][key] for _, r in points)
+                                   / len(points) for key in ("accuracy", "rule_accuracy")
+                              if key in v}} for label, v in final["benchmarks"].items()}
     result = {"benchmarks": scores, "average": mean, "sd": sd,
               "points": [{"step": s, "average": r["average"],
                           "benchmarks": {k: v["accuracy"] for k, v in r["benchmarks"].items()}}
                          for s, r in points],
               "missing": missing, "seconds": seconds}
+    if "rule_average" in final:
+        result["rule_average"] = statistics.fmean(r["rule_average"] for _, r in points)
     write_json(path, result, default=str)
     return result

@@ -28,15 +28,16 @@ from cooper.config.experiment import ExperimentConfig, trunk_layers
 from cooper.config.rm import RMTrainConfig
 from cooper.data.perturb import perturbed_triples
 from cooper.data.problems import load_problems
+from cooper.data.synthetic import words_triples
 from cooper.data.triples import load_triples
 from cooper.errors import UserError
 from cooper.experiment.final_eval import evaluate_policy
 from cooper.experiment.testbed import (
     TINY_ARITH,
     TINY_ARITH_2X1,
+    TINY_ARITH_WORDS,
     build_tiny_models,
     embedded_trunk,
-    heldout_accuracy,
     tiny_arith_models,
 )
 from cooper.infra.files import read_json, write_json
@@ -48,7 +49,8 @@ from cooper.types import LabelledTriple, Triple
 log = logging.getLogger(__name__)
 
 # models built on this machine, no download: the warm-started ones by their cache build
-TINY_BUILDS = {"tiny-arith": TINY_ARITH, "tiny-arith-2x1": TINY_ARITH_2X1}
+TINY_BUILDS = {"tiny-arith": TINY_ARITH, "tiny-arith-2x1": TINY_ARITH_2X1,
+               "tiny-arith-2x1-words": TINY_ARITH_WORDS}
 TINY_NAMES = (*TINY_BUILDS, "tiny-random")
 
 
@@ -88,7 +90,11 @@ def _triples_file(path: Path, dataset: str, split: str, n: int, seed: int,
     ``min_change`` from the reference; ``unfinished`` more label-0 triples are gold solutions
     cut at a random point before their final answer."""
     rng = random.Random(seed)
-    triples, _ = perturbed_triples(load_problems(dataset, split), n, rng, min_change=min_change)
+    if dataset == "arith_2x1_words":  # labelled by the gold judge: the rule cannot read them
+        triples = words_triples(split, n, rng)
+    else:
+        triples, _ = perturbed_triples(load_problems(dataset, split), n, rng,
+                                       min_change=min_change)
     if len(triples) < n:
         raise UserError(f"{dataset}/{split} gave only {len(triples)} perturbed triples of the "
                         f"{n} asked for; lower the number"
@@ -164,23 +170,76 @@ class SetupCheckError(UserError):
     """The setup built a starting point outside the preset's band: no arm may start from it."""
 
 
-def policy_check(exp: ExperimentConfig, policy: str) -> dict[str, Any]:
+def policy_check(exp: ExperimentConfig, policy: str) -> tuple[dict[str, Any], list[Triple]]:
     """The initial policy's held-out accuracy, measured as the runs' ``val/accuracy`` is
-    (``train.validation``'s problems and sampling), and the preset's band for it."""
-    from cooper.infra.generation import HFGenerator
+    (``train.validation``'s problems and sampling), and the preset's band for it. With the gold
+    judge, also the rule's accuracy and the share of the gold-correct answers it rejects (all,
+    and where the reference is in digits: the form dial); the second value is those answers'
+    samples (empty without the gold judge)."""
+    from cooper.eval.sampling import evaluate_problems
+    from cooper.infra.generation import HFGenerator, SamplingConfig
+    from cooper.rl.blind_spot import reference_in_digits
 
     v = exp.train.validation
     gen = HFGenerator.load(policy, batch_size=exp.final_eval.batch_size,
                            dtype=exp.train.policy.dtype)
-    accuracy = heldout_accuracy(gen, v.dataset, v.split, limit=v.limit, samples=v.samples,
-                                max_new_tokens=v.max_new_tokens, seed=exp.train.seed,
-                                temperature=v.temperature, top_p=v.top_p,
-                                verify_mode=exp.train.reward.verifier_mode)
-    return {"accuracy": accuracy,
-            "band": [exp.setup.policy_accuracy_min, exp.setup.policy_accuracy_max],
-            "benchmark": f"{v.dataset}:{v.split}",
-            "problems": len(load_problems(v.dataset, v.split, limit=v.limit)),
-            "samples": v.samples}
+    problems = list(load_problems(v.dataset, v.split, limit=v.limit))
+    sampling = SamplingConfig(n=v.samples, temperature=v.temperature, top_p=v.top_p,
+                              max_new_tokens=v.max_new_tokens, seed=exp.train.seed)
+    r = evaluate_problems(gen, problems, sampling, benchmark=f"{v.dataset}:{v.split}",
+                          verify_mode=exp.held_out_mode())
+    check = {"accuracy": r.metrics.accuracy,
+             "band": [exp.setup.policy_accuracy_min, exp.setup.policy_accuracy_max],
+             "benchmark": f"{v.dataset}:{v.split}", "problems": len(problems),
+             "samples": v.samples}
+    if r.metrics.rule_accuracy is None:
+        return check, []
+    right = [s for s in r.samples if s.correct]
+    questions = {p.id: p.question for p in problems}
+    missed = [Triple(questions[s.problem_id], s.reference, s.completion) for s in right
+              if not s.rule_correct]
+    form = [s for s in right if reference_in_digits(s.reference)]
+    check.update(rule_accuracy=r.metrics.rule_accuracy, gold_correct=len(right),
+                 rule_missed=len(missed) / len(right) if right else None,
+                 rule_missed_form=(sum(not s.rule_correct for s in form) / len(form)
+                                   if form else None),
+                 rule_missed_band=[exp.setup.rule_missed_min, exp.setup.rule_missed_max])
+    return check, missed
+
+
+def check_rule_missed(exp: ExperimentConfig, check: dict[str, Any]) -> None:
+    """The rule must miss a share of the initial policy's right answers within the preset's
+    band: the blind-rule testbed is about what the rule misses."""
+    lo, hi = check.get("rule_missed_band", (None, None))
+    missed = check.get("rule_missed")
+    if lo is None and hi is None:
+        return
+    if missed is not None and (lo is None or missed >= lo) and (hi is None or missed <= hi):
+        return
+    got = "no gold-correct answer to count" if missed is None else f"{_pct(missed)}"
+    raise SetupCheckError(
+        f"the rule rejects {got} of the initial policy's gold-correct answers on "
+        f"{check['benchmark']}, outside the preset's band {_pct(lo or 0.0)} to "
+        f"{_pct(hi if hi is not None else 1.0)} (setup.rule_missed_min / _max): the blind-rule "
+        f"testbed needs a rule that misses some right answers and not most. setup.policy="
+        f"{exp.setup.policy!r} and train.validation.dataset={exp.train.validation.dataset!r} "
+        "gave it; use the preset's shipped policy and dataset, or widen the band only if you "
+        "mean to")
+
+
+def recall_missed(rm: RewardModel, missed: list[Triple], batch_size: int = 32) -> dict[str, Any]:
+    """The reward model's recall on right answers the rule rejects (probability >= 0.5): all,
+    and split by dial (reference in digits: the answer's form; in words: the reference)."""
+    from cooper.rl.blind_spot import RM_SAYS_RIGHT, reference_in_digits
+
+    scores = rm.score(missed, batch_size=batch_size)
+    out: dict[str, Any] = {"answers": len(missed)}
+    for key, keep in (("recall_missed", lambda s: True),
+                      ("recall_missed_form", lambda s: reference_in_digits(s.reference)),
+                      ("recall_missed_reference", lambda s: not reference_in_digits(s.reference))):
+        hits = [x >= RM_SAYS_RIGHT for x, s in zip(scores, missed, strict=True) if keep(s)]
+        out[key] = sum(hits) / len(hits) if hits else None
+    return out
 
 
 def check_policy(exp: ExperimentConfig, check: dict[str, Any]) -> None:
@@ -213,6 +272,18 @@ def check_probe(exp: ExperimentConfig, accuracy: float, auroc: float,
         f"setup.reward_model={exp.setup.reward_model!r}")
 
 
+def check_recall(exp: ExperimentConfig, recall: dict[str, Any]) -> None:
+    bar, got = exp.probe.min_recall_missed, recall["recall_missed"]
+    if bar is None or (got is not None and got >= bar):
+        return
+    raise SetupCheckError(
+        f"the initial reward model calls right {_pct(got) if got is not None else 'none'} of "
+        f"the {recall['answers']} right answers of the initial policy that the rule rejects, "
+        f"under the preset's bar {_pct(bar)} (probe.min_recall_missed): a reward model that "
+        "cannot read what the rule misses cannot pay it. Train it on data with those forms "
+        "(rm_init.dataset), longer (rm_init.epochs), or lower the bar only if you mean to")
+
+
 def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
@@ -239,10 +310,11 @@ def run_setup(exp: ExperimentConfig, out: Path) -> Setup:
         import torch
 
         with torch.random.fork_rng():  # its sampling must not move what the setup draws next
-            info["policy_check"] = policy_check(exp, policy)
+            info["policy_check"], missed = policy_check(exp, policy)
         log.info("%s/setup: initial policy's held-out accuracy %.3f", out.name,
                  info["policy_check"]["accuracy"])
         check_policy(exp, info["policy_check"])
+        check_rule_missed(exp, info["policy_check"])
     base = _reward_base(s.reward_model, folder, seed)
     probe = exp.probe.file or str(_triples_file(folder / "probe.jsonl", exp.probe.dataset,
                                                 exp.probe.split, exp.probe.triples, seed + 1))
@@ -255,9 +327,15 @@ def run_setup(exp: ExperimentConfig, out: Path) -> Setup:
         reward_model = str(folder / "reward_model")
     else:
         reward_model = base
-    m = evaluate(RewardModel.load(reward_model, dtype="float32"), probe_rows)
+    rm = RewardModel.load(reward_model, dtype="float32")
+    m = evaluate(rm, probe_rows)
     info.update(probe_accuracy=m.accuracy, probe_auroc=m.auroc, probe_bar=exp.probe.min_accuracy)
     check_probe(exp, m.accuracy, m.auroc, info.get("rm_init", {}).get("rounds"))
+    if "rule_missed" in info.get("policy_check", {}):  # the gold judge sees what the rule misses
+        info["rm_recall"] = {**recall_missed(rm, missed), "bar": exp.probe.min_recall_missed}
+        log.info("%s/setup: the reward model calls right %s of the %d right answers the rule "
+                 "rejects", out.name, info["rm_recall"]["recall_missed"], len(missed))
+        check_recall(exp, info["rm_recall"])
     setup = Setup(policy, reward_model, probe)
     info["initial_eval"] = evaluate_policy(exp, policy, folder / "initial_eval.json")
     stored = {k: _stored(v, folder) for k, v in dataclasses.asdict(setup).items()}

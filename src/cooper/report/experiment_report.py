@@ -114,15 +114,19 @@ def final_table(setups: list[dict | None], arms: list[Arm], *,
     for _, per_seed in evals:
         for e in per_seed:
             names += [b for b in (e or {}).get("benchmarks", {}) if b not in names]
-    rows = [["policy", *names, "average"]]
+    # where the gold judge scored, the rule's average stays beside it
+    rule = any("rule_average" in e for _, per_seed in evals for e in per_seed if e)
+    rows = [["policy", *names, "average", *(["average by the rule"] if rule else [])]]
     for label, per_seed in evals:
         done = [e for e in per_seed if e]
         if not done:
-            rows.append([label, *[NOT_RUN] * (len(names) + 1)])
+            rows.append([label, *[NOT_RUN] * (len(names) + 1 + rule)])
             continue
         cells = [fmt(spread([e["benchmarks"][n]["accuracy"] for e in done
                              if n in e["benchmarks"]]), 2, 100) for n in names]
-        rows.append([label, *cells, fmt(spread([e["average"] for e in done]), 2, 100)])
+        by_rule = [fmt(spread([e.get("rule_average", math.nan) for e in done]), 2, 100)]
+        rows.append([label, *cells, fmt(spread([e["average"] for e in done]), 2, 100),
+                     *(by_rule if rule else [])])
     return rows
 
 
@@ -310,6 +314,23 @@ def setup_rows(done: list[dict[str, Any]]) -> list[list[str]]:
     if any("policy_check" in s for s in done):
         rows.append(["initial policy's held-out accuracy (%, policy check)",
                      _policy_check([s["policy_check"] for s in done if "policy_check" in s], n)])
+    checks = [s["policy_check"] for s in done if "rule_missed" in s.get("policy_check", {})]
+    if checks:  # the gold judge scored: what the rule misses at the start, and the band
+        band = _distinct([f"{100 * (lo or 0):g} to {100 * (hi if hi is not None else 1):g}"
+                          for lo, hi in (c["rule_missed_band"] for c in checks)])
+        rows += [["initial policy's accuracy by the rule (%)",
+                  fmt(spread([c["rule_accuracy"] for c in checks]), 2, 100, of=n)],
+                 ["right answers the rule rejects at the start (%)",
+                  f"{fmt(spread([c['rule_missed'] for c in checks]), 2, 100, of=n)}; band {band}"],
+                 ["... where the reference is in digits (the form dial, %)",
+                  fmt(spread([c["rule_missed_form"] for c in checks]), 2, 100, of=n)]]
+    recall = [s["rm_recall"] for s in done if "rm_recall" in s]
+    if recall:
+        rows += [[f"initial RM's recall on them{what} (%)",
+                  fmt(spread([r[key] for r in recall if r[key] is not None]), 2, 100, of=n)]
+                 for what, key in (("", "recall_missed"),
+                                   (", reference in digits", "recall_missed_form"),
+                                   (", reference in words", "recall_missed_reference"))]
     return rows
 
 
@@ -334,6 +355,14 @@ CAPTIONS = {
     "rm_probe.png": "The reward model's accuracy on a fixed labelled probe set: does the online "
                     "update make it forget? (frozen reward models: flat).",
     "rm_probe_auroc.png": "The same probe, as AUROC (calibration-free; 0.5: chance).",
+    "heldout_rule_accuracy.png": "Held-out accuracy by the rule, on the same samples as the "
+                                 "gold judge's above: the gap between the two is what the rule "
+                                 "misses.",
+    "rule_missed.png": "gold/rule_missed: of each step's rollouts that the gold judge finds "
+                       "right, the share the rule rejects.",
+    "rm_recall_missed.png": "gold/rm_recall_missed: of those, the share the reward model calls "
+                            "right (probability >= 0.5). Falling: the update teaches it the "
+                            "rule's blind spot.",
 }
 BAND = ("Each arm: the mean over its seeds (thick line; per-step curves smoothed with a moving "
         "average over a tenth of the steps, the thin line unsmoothed) and the range from the "

@@ -112,8 +112,11 @@ def _last(values: list[float]) -> float:
 def hacking_figures(run: Run) -> dict[str, float]:
     """The figures the issue's acceptance criteria speak of, from one run's raw records (NaN
     where the run has no such record)."""
-    _, gap = run.series("hacking/gap")
-    _, top_wrong = run.series("hacking/top_wrong")
+    # where the gold judge scored (a testbed whose rule misses right answers), hacking is
+    # judged against it: paying what the rule misses is the point there, not a hack
+    gold = bool(run.series("hacking/gold_gap")[1])
+    _, gap = run.series("hacking/gold_gap" if gold else "hacking/gap")
+    _, top_wrong = run.series("hacking/gold_top_wrong" if gold else "hacking/top_wrong")
     _, ver = run.series("reward/rule_mean")
     _, rew = run.series(run.reward_key)
     _, val = run.series("val/accuracy")
@@ -146,6 +149,9 @@ def hacking_figures(run: Run) -> dict[str, float]:
         "final_accuracy": run.final["average"] if run.final else math.nan,
         "final_policy_accuracy": run.last["average"] if run.last else math.nan,
         "final_accuracy_sd": run.final.get("sd", math.nan) if run.final else math.nan,
+        "final_rule_accuracy": (run.final.get("rule_average", math.nan) if run.final
+                                else math.nan),
+        "against_gold": float(gold),
     }
 
 

@@ -124,4 +124,25 @@ def make_plots(arms: list[Arm], folder: Path) -> list[Path]:
         _plot(arms, lambda a: "val/rm_probe_auroc",
               "Reward model AUROC on the fixed labelled probe", "AUROC",
               folder / "rm_probe_auroc.png", smooth=False, ylim=(0, 1), hline=0.5),
+        *(gold_plots(arms, folder) if judged_by_gold(arms) else []),
+    ]
+
+
+def judged_by_gold(arms: list[Arm]) -> bool:
+    """Whether the gold judge scored these runs (a testbed whose rule misses right answers)."""
+    return any(r.series("gold/accuracy")[1] for a in arms for r in a.runs)
+
+
+def gold_plots(arms: list[Arm], folder: Path) -> list[Path]:
+    """What the rule misses and whether each arm's reward model sees it (``gold/*``)."""
+    return [
+        _plot(arms, lambda a: "val/rule_accuracy", "Held-out accuracy by the rule (the gold "
+              "judge's is above)", "accuracy", folder / "heldout_rule_accuracy.png",
+              smooth=False, ylim=(0, 1)),
+        _plot(arms, lambda a: "gold/rule_missed",
+              "Right rollouts (gold judge) that the rule rejects", "fraction",
+              folder / "rule_missed.png", ylim=(0, 1)),
+        _plot(arms, lambda a: "gold/rm_recall_missed",
+              "Reward model's recall on the right rollouts the rule rejects", "recall",
+              folder / "rm_recall_missed.png", ylim=(0, 1)),
     ]

@@ -168,7 +168,12 @@ def verdict_sentences(arms: list[Arm], seeds: list[int],
               else f"{steps.lo:.0f} to {steps.hi:.0f} training steps logged per run")
     ran = (f"{len(seeds)} seed{'s' if len(seeds) > 1 else ''} ({', '.join(map(str, seeds))}), "
            f"{len(arms)} arms, {logged}.")
-    out = [f"{ran} {definitions()}"]
+    gold = any(f.get("against_gold") for a in arms for f in run_figures(a))
+    out = [f"{ran} {definitions()}" + (
+        " Here the gold judge scored: held-out accuracy is its accuracy (the rule's is beside "
+        "it), and top-wrong and gap are hacking/gold_top_wrong and hacking/gold_gap, the "
+        "reward the policy was paid against the gold judge, since paying a right answer the "
+        "rule misses is no hack." if gold else "")]
     rule = rule_arm(arms)
     for a in arms:
         text = (f"{a.label}: {arm_verdict(a, invalid)}; final held-out accuracy (%) "

@@ -17,9 +17,13 @@ import math
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from cooper.rm.metrics import auroc
 from cooper.types import Rollout
+
+if TYPE_CHECKING:
+    from cooper.rl.blind_spot import BlindSpotStats
 
 
 def group_by_problem(rollouts: Iterable[Rollout]) -> dict[str, list[Rollout]]:
@@ -100,6 +104,7 @@ class RolloutStats:
     nonfinite_scores: int  # reward-model scores that were NaN or infinite
     verifier_timeouts: int = 0  # this process's rollouts whose check timed out (counted wrong)
     hybrid_mean: float | None = None  # mean of 1 where verified, else the finite score
+    blind_spot: BlindSpotStats | None = None  # what the rule missed (gold judge only)
 
 
 def top_wrong(groups: Iterable[Sequence[Rollout]]) -> float | None:

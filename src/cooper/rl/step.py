@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 from cooper.config.train import Payer, RewardPlan, RMUpdateConfig, Stage2, TrainConfig
 from cooper.errors import UserError
 from cooper.infra.collective import Collective, SingleProcess
+from cooper.rl.blind_spot import blind_spot_stats
 from cooper.rl.negatives import NegativeOutcome, NegativeWriter, VerifyFn, build_pairs
 from cooper.rl.pairs import (
     RolloutStats,
@@ -57,6 +58,7 @@ from cooper.rl.pairs import (
 from cooper.rm.losses import pair_objective
 from cooper.rm.memo import LogitMemo
 from cooper.types import Pair, Rollout, Triple
+from cooper.verify.verifier import verify_batch
 
 if TYPE_CHECKING:
     from cooper.rm.model import RewardModel
@@ -144,7 +146,7 @@ class CooperReward:
                  verify: VerifyFn, verify_lenient: VerifyFn | None = None,
                  negatives: NegativeWriter | None = None, background: bool = False,
                  score_batch_size: int = 16, seed: int = 0,
-                 collective: Collective | None = None):
+                 collective: Collective | None = None, gold_judge: bool = False):
         u = update
         uses_assistant = plan.stage2 is not Stage2.OFF and u.negatives != "rollouts"
         if plan.scores_with_rm and rm is None:
@@ -163,6 +165,7 @@ class CooperReward:
         self.objective = pair_objective(u.loss, margin=u.margin, anchor_weight=u.anchor_weight)
         self.score_batch_size, self.seed = score_batch_size, seed
         self.collective = collective or SingleProcess()
+        self.gold_judge = gold_judge  # also judge the rollouts with the testbed's gold judge
         # an endpoint's negatives are written while the policy updates: Stage 2 then waits for
         # the policy's step instead of running right after Stage 1
         self.background = self.negatives is not None and background
@@ -177,7 +180,8 @@ class CooperReward:
     def from_config(cls, cfg: TrainConfig, **parts) -> CooperReward:
         """From a ``cooper train`` configuration and the parts (``rm=``, ``updater=``, ...)."""
         return cls(cfg.plan(), cfg.rm_update, background=cfg.background_negatives(),
-                   score_batch_size=cfg.reward.score_batch_size, seed=cfg.seed, **parts)
+                   score_batch_size=cfg.reward.score_batch_size, seed=cfg.seed,
+                   gold_judge=cfg.validation.judge == "gold", **parts)
 
     @property
     def pending(self) -> bool:
@@ -226,6 +230,11 @@ class CooperReward:
         if training and self.plan.stage2 is not Stage2.OFF:
             self._prepare_stage2(everyone, step)
         stats = replace(rollout_stats(everyone), verifier_timeouts=timeouts)
+        if self.gold_judge:  # what the rule missed, and whether the reward model sees it
+            gold = [v.correct for v in verify_batch([r.completion for r in everyone],
+                                                    [r.reference for r in everyone], mode="gold")]
+            stats = replace(stats, blind_spot=blind_spot_stats(everyone, gold,
+                                                               self.rewards(everyone)))
         return rollouts, stats, seconds
 
     def rewards(self, rollouts: Sequence[Rollout]) -> list[float]:

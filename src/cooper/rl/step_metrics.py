@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from cooper.config.train import Payer
+from cooper.rl.blind_spot import blind_spot_metrics
 from cooper.rl.pairs import RolloutStats
 from cooper.rl.step import Stage2Stats
 
@@ -25,6 +26,8 @@ def rollout_metrics(stats: RolloutStats, seconds: dict[str, float],
         m["rm/group_auroc"] = stats.group_auroc
     if stats.rm_mean is not None or stats.nonfinite_scores:  # counted even when all are
         m["reward/nonfinite"] = stats.nonfinite_scores
+    if stats.blind_spot is not None:
+        m.update(blind_spot_metrics(stats.blind_spot))
     m["rm/problems_with_positive"] = stats.problems_with_positive
     m["verify/timeouts"] = stats.verifier_timeouts
     m.update({f"perf/{name}": value for name, value in seconds.items()})

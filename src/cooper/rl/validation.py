@@ -1,5 +1,8 @@
 """Periodic validation on held-out problems, scored by the verifier, in every reward mode.
 
+Where the testbed's rule is blind to some right answers (``validation.judge=gold``), the gold
+judge scores them and the rule's accuracy is logged beside it (``val/rule_accuracy``).
+
 The authors' release logged no validation metrics for model rewards, exactly where hacking
 shows: a policy that fools its reward model keeps a high training reward while its verified
 accuracy on held-out problems falls. Validation runs before the first step, every
@@ -88,7 +91,8 @@ class ValidationCallback(TrainerCallback):
             try:
                 result = evaluate_problems(
                     HFGenerator(model, copy.copy(self.tokenizer), batch_size=16, name="validation"),
-                    mine, sampling, benchmark="validation", verify_mode=self.reward_cfg.verifier_mode,
+                    mine, sampling, benchmark="validation",
+                    verify_mode=v.verify_mode(self.reward_cfg.verifier_mode),
                     verify_timeout_s=self.reward_cfg.verifier_timeout_s) if mine else None
             finally:
                 model.train(was_training)
@@ -97,6 +101,9 @@ class ValidationCallback(TrainerCallback):
                                            sum(s.num_tokens for s in samples)])
         out = {"val/accuracy": correct / max(n, 1), "val/samples": n,
                "val/mean_tokens": tokens / max(n, 1)}
+        if v.judge == "gold":  # the gold judge scored: the rule's accuracy beside it
+            (rule,) = c.sum_floats([sum(bool(s.rule_correct) for s in samples)])
+            out["val/rule_accuracy"] = rule / max(n, 1)
         if self.probe and self.engine.rm is not None:
             if self.engine.updater is not None:  # updated during training: scored every time
                 out.update(self.probe_metrics(self.engine.rm, c))
