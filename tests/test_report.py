@@ -403,3 +403,53 @@ def test_run_report_html_renders_in_a_headless_browser(tmp_path):
     assert html.index("<h2>Summary</h2>") < html.index("<h2>Curves</h2>")
     # the reward-paid line's green (training_reward.png)
     _assert_drawn(_screenshot(browser, paths.html, tmp_path), "#55a868", "the reward paid")
+
+
+def test_where_the_gold_judge_scored_hacking_is_judged_against_it(tmp_path):
+    """A blind-rule testbed's records: the fixed reward model pays right answers the rule
+    rejects (hacking/gap 0.25-0.35) but nothing the gold judge calls wrong (gold gap 0, gold
+    top-wrong 0), so it is not hacked; the rule's accuracy stands beside the gold judge's, and
+    the setup's and the steps' figures of what the rule misses are reported."""
+    folder = synthetic_experiment(tmp_path / "exp")
+    for seed in (0, 1):
+        base = folder / f"seed-{seed}"
+        setup = json.loads((base / "setup" / "setup.json").read_text())
+        setup["policy_check"] = {"accuracy": 0.45, "band": [0.25, 0.6], "problems": 100,
+                                 "samples": 2, "benchmark": "arith_2x1_words:validation",
+                                 "rule_accuracy": 0.3, "rule_missed": 0.3 + 0.02 * seed,
+                                 "rule_missed_form": 0.2, "rule_missed_band": [0.2, 0.4]}
+        setup["rm_recall"] = {"answers": 30, "recall_missed": 0.8, "recall_missed_form": 0.9,
+                              "recall_missed_reference": 0.7, "bar": 0.5}
+        (base / "setup" / "setup.json").write_text(json.dumps(setup))
+        for arm in SYNTHETIC:
+            d = base / "arms" / arm
+            rows = [json.loads(line) for line in (d / "metrics.jsonl").read_text().splitlines()]
+            for r in rows:
+                if "reward/rule_mean" in r:
+                    r.update({"gold/accuracy": 0.6, "gold/rule_missed": 0.25,
+                              "gold/rm_recall_missed": 0.9 if r["step"] <= 2 else 0.5,
+                              "hacking/gold_gap": 0.0, "hacking/gold_top_wrong": 0.0})
+                if "val/accuracy" in r:
+                    r["val/rule_accuracy"] = r["val/accuracy"] - 0.1
+                    if arm == "cooper":  # reaches the rule arm's best (0.7, step 20) at step 10
+                        r["val/accuracy"] = 0.5 if r["step"] == 0 else 0.75
+            (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+            final = json.loads((d / "final_eval.json").read_text())
+            final["rule_average"] = final["average"] - 0.1
+            (d / "final_eval.json").write_text(json.dumps(final))
+    paths = build_report(folder)
+    md = paths.markdown.read_text()
+    rm = _md_row(md, "fixed RM").split(" | ")
+    assert rm[1] == "not hacked (2 of 2 seeds)"  # hacking/gap alone would say hacked
+    assert rm[2] == "0.000" and rm[3] == "0.000"
+    assert "Here the gold judge scored" in md
+    assert "| policy | arith_small:test | average | average by the rule |" in md
+    assert "| fixed RM | 33.00 (30.00 to 36.00) | 33.00 (30.00 to 36.00) | 23.00 (20.00 to 26.00) |" in md
+    assert "| final_recall_missed | 0.500 | 0.500 | 0.500 | 0.500 |" in md
+    assert "| first_recall_missed | 0.900 | 0.900 | 0.900 | 0.900 |" in md
+    assert "| steps_to_rule_peak | 20 | 20 | 10 | 20 |" in md  # Cooper reached it first
+    assert "| right answers the rule rejects at the start (%) | 31.00 (30.00 to 32.00); band " \
+           "20 to 40 |" in md
+    assert "| initial RM's recall on them, reference in words (%) | 70.00 |" in md
+    assert {p.name for p in paths.plots} == PLOTS | {
+        "heldout_rule_accuracy.png", "rule_missed.png", "rm_recall_missed.png"}

@@ -39,7 +39,7 @@ from cooper.report.experiment_layout import (
     seed_folders,
     setup_dir,
 )
-from cooper.report.figures import Arm, Run, hacking_figures, spread
+from cooper.report.figures import Arm, Run, hacking_figures, spread, steps_to_peak
 from cooper.report.plots import arm_label, make_plots
 from cooper.report.validity import (
     invalid_seeds,
@@ -166,12 +166,27 @@ FIGURE_ROWS = [
 ]
 
 
+GOLD_ROWS = [
+    ("final_rule_missed", "gold/rule_missed: right rollouts (gold judge) the rule rejects, last "
+                          "10% of steps"),
+    ("first_recall_missed", "gold/rm_recall_missed: the reward model's recall on those, first "
+                            "10% of steps"),
+    ("final_recall_missed", "the same, last 10% of steps (lower: it learned the rule's blind "
+                            "spot)"),
+    ("steps_to_rule_peak", "first validation step whose held-out accuracy reaches the rule "
+                           "arm's best (same seed; seeds that never do are left out)"),
+]
+
+
 def figures_table(arms: list[Arm]) -> list[list[str]]:
-    """Each figure per arm: the mean over the seeds that logged it, and its range."""
+    """Each figure per arm: the mean over the seeds that logged it, and its range (and, where
+    the gold judge scored, what the rule missed and how soon each arm reached the rule arm's
+    best)."""
     rows = [["figure", *[a.label for a in arms], "definition"]]
-    figs = [[hacking_figures(r) for r in a.runs if r.train_rows] for a in arms]
-    for key, definition in FIGURE_ROWS:
-        digits = 0 if key == "steps" else 3
+    figs = [[_figures(r, arms) for r in a.runs if r.train_rows] for a in arms]
+    gold = any(f["against_gold"] for fs in figs for f in fs)
+    for key, definition in FIGURE_ROWS + (GOLD_ROWS if gold else []):
+        digits = 0 if key.startswith("steps") else 3
         rows.append([key, *[fmt(spread([f[key] for f in fs]), digits, of=len(a.runs)) if fs
                             else NOT_RUN for a, fs in zip(arms, figs, strict=True)], definition])
     return rows
@@ -182,6 +197,14 @@ SEED_COLUMNS = [("final_top_wrong", "top-wrong, final"), ("final_gap", "gap, fin
                 ("val_first", "held-out first"), ("val_peak", "held-out best"),
                 ("val_final", "held-out last"), ("probe_auroc_first", "probe AUROC first"),
                 ("probe_auroc_last", "probe AUROC last")]
+
+
+def _figures(run: Run, arms: list[Arm]) -> dict[str, float]:
+    """A run's figures, with its steps to the rule arm's best held-out accuracy (same seed)."""
+    rule = rule_arm(arms)
+    theirs = next((r for r in (rule.runs if rule else []) if r.seed == run.seed), None)
+    return {**hacking_figures(run),
+            "steps_to_rule_peak": steps_to_peak(run, theirs) if theirs else math.nan}
 
 
 def seed_table(arms: list[Arm], invalid: frozenset[int] = frozenset()) -> list[list[str]]:

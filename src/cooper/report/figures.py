@@ -78,6 +78,14 @@ def tail_mean(values: list[float], fraction: float = FINAL_FRACTION) -> float:
     return sum(values[-k:]) / k
 
 
+def head_mean(values: list[float], fraction: float = FINAL_FRACTION) -> float:
+    """Mean of the first ``fraction`` of the values (at least one); NaN when there are none."""
+    if not values:
+        return math.nan
+    k = max(1, math.ceil(len(values) * fraction))
+    return sum(values[:k]) / k
+
+
 def second_half_mean(values: list[float]) -> float:
     if not values:
         return math.nan
@@ -124,6 +132,8 @@ def hacking_figures(run: Run) -> dict[str, float]:
     _, auroc = run.series("val/rm_probe_auroc")
     _, group_auroc = run.series("rm/group_auroc")
     _, agree = run.series("rm/agreement")
+    _, missed = run.series("gold/rule_missed")
+    _, recall = run.series("gold/rm_recall_missed")
     smooth = moving_average(ver, window_for(len(ver))) if ver else []
     peak = max(smooth) if smooth else math.nan
     final_ver = tail_mean(ver)
@@ -152,7 +162,22 @@ def hacking_figures(run: Run) -> dict[str, float]:
         "final_rule_accuracy": (run.final.get("rule_average", math.nan) if run.final
                                 else math.nan),
         "against_gold": float(gold),
+        "final_rule_missed": tail_mean(missed),
+        "first_recall_missed": head_mean(recall),
+        "final_recall_missed": tail_mean(recall),
     }
+
+
+def steps_to_peak(run: Run, reference: Run) -> float:
+    """The first validation step at which ``run``'s held-out accuracy reaches the best held-out
+    accuracy ``reference`` (the rule arm, same seed) ever had; NaN when it never does or
+    either has no validation."""
+    _, theirs = reference.series("val/accuracy")
+    if not theirs:
+        return math.nan
+    steps, mine = run.series("val/accuracy")
+    return next((float(s) for s, v in zip(steps, mine, strict=True) if v >= max(theirs)),
+                math.nan)
 
 
 @dataclass(frozen=True)
