@@ -142,7 +142,9 @@ def test_the_setup_stops_when_the_rule_misses_too_little_or_the_reward_model_too
         check_rule_missed(exp, {**check, "rule_missed": 0.05})
     with pytest.raises(SetupCheckError, match="no gold-correct answer"):
         check_rule_missed(exp, {**check, "rule_missed": None})
-    check_recall(exp, {"recall_missed": 0.0, "answers": 3})  # no bar: measured, not checked
-    bar = load_experiment("blind_cpu", ["probe.min_recall_missed=0.5"]).validate()
+    assert exp.probe.min_recall_missed == 0.5
+    check_recall(exp, {"recall_missed": 0.5, "answers": 4})
     with pytest.raises(SetupCheckError, match=r"calls right 25.0% of the 4 right answers"):
-        check_recall(bar, {"recall_missed": 0.25, "answers": 4})
+        check_recall(exp, {"recall_missed": 0.25, "answers": 4})
+    no_bar = load_experiment("blind_cpu", ["probe.min_recall_missed=null"]).validate()
+    check_recall(no_bar, {"recall_missed": 0.0, "answers": 3})  # measured, not checked

@@ -172,3 +172,33 @@ def test_the_warm_start_stops_at_the_first_check_in_band(tmp_path):
     assert asked == [2, 4]
     saved = load_causal_lm(out, dtype="float32").state_dict()
     assert all(saved[k].equal(v) for k, v in seen[4].items() if k in saved)
+
+
+def test_the_blind_testbeds_setup_records_what_the_rule_misses(tmp_path):
+    """blind_cpu's setup on its shipped policy and a tiny reward model: the policy check
+    counts the right answers the rule rejects, the reward model is trained on triples in both
+    forms labelled by the gold judge, and its recall on those answers is recorded."""
+    from cooper.verify.gold import gold_correct
+
+    proc = run_cli("experiment", "hacking", "--preset", "blind_cpu", "--out", tmp_path, *TINY,
+                   "setup.policy=tiny-arith-2x1-words", "train.validation.limit=16",
+                   "train.validation.samples=2", "train.validation.max_new_tokens=64",
+                   "rm_init.unfinished=0", "rm_init.train_layers=1",
+                   "train.rm_update.train_layers=1", "setup.policy_accuracy_min=null",
+                   "setup.policy_accuracy_max=null", "setup.rule_missed_min=null",
+                   "setup.rule_missed_max=null", "probe.min_accuracy=null",
+                   "probe.min_recall_missed=null", "--setup-only")
+    setup = json.loads((tmp_path / "seed-0" / "setup" / "setup.json").read_text())
+    check = setup["policy_check"]
+    assert check["benchmark"] == "arith_2x1_words:validation" and check["problems"] == 16
+    assert check["gold_correct"] > 0 and 0 <= check["rule_accuracy"] <= check["accuracy"]
+    assert check["rule_missed"] is not None and check["rule_missed_band"] == [None, None]
+    recall = setup["rm_recall"]
+    assert recall["answers"] == round(check["rule_missed"] * check["gold_correct"])
+    assert recall["bar"] is None and set(recall) >= {"recall_missed", "recall_missed_form",
+                                                     "recall_missed_reference"}
+    assert "the rule rejects" in proc.stdout
+    rows = [json.loads(line) for line in
+            (tmp_path / "seed-0" / "setup" / "rm_train.jsonl").read_text().splitlines()]
+    assert all(gold_correct(r["completion"], r["reference"]) == r["label"] for r in rows)
+    assert setup["initial_eval"]["rule_average"] <= setup["initial_eval"]["average"]

@@ -8,7 +8,10 @@ sampling of the initial evaluation; so each seed is a replicate of the whole exp
 ``probe`` (:mod:`cooper.config.experiment`): the initial policy (a tiny model built on this
 machine is copied in), the initial reward model (optionally trained briefly with BCE on
 perturbed triples), the labelled probe set the reward model is scored on at every validation,
-and the initial policy's benchmark scores (the report's "no RL" row).
+and the initial policy's benchmark scores (the report's "no RL" row). Where the gold judge
+scores (``train.validation.judge=gold``, the blind-rule testbed), the policy check also measures
+the share of the initial policy's right answers that the rule rejects, and the initial reward
+model's recall on them; each has a band or bar in the preset, checked before any arm.
 """
 
 from __future__ import annotations
@@ -305,8 +308,11 @@ def run_setup(exp: ExperimentConfig, out: Path) -> Setup:
     policy = (str(_tiny_model(s.policy, "policy", folder, seed)) if s.policy in TINY_NAMES
               else s.policy)
     info: dict[str, Any] = {}
-    # the checks come first and cheapest first: a policy out of band stops in seconds
-    if s.policy_accuracy_min is not None or s.policy_accuracy_max is not None:
+    # the checks come first and cheapest first: a policy out of band stops in seconds; with the
+    # gold judge the same samples say what the rule misses
+    missed: list[Triple] = []
+    if (s.policy_accuracy_min is not None or s.policy_accuracy_max is not None
+            or exp.train.validation.judge == "gold"):
         import torch
 
         with torch.random.fork_rng():  # its sampling must not move what the setup draws next
@@ -368,10 +374,14 @@ def setup_summary(out: str | os.PathLike, seed: int) -> str:
     parts = []
     if check := done.get("policy_check"):
         parts.append(f"initial policy {_pct(check['accuracy'])} on {check['benchmark']}")
+        if check.get("rule_missed") is not None:
+            parts.append(f"the rule rejects {_pct(check['rule_missed'])} of its right answers")
     if "probe_accuracy" in done:
         auroc = done.get("probe_auroc")
         parts.append(f"reward model's probe accuracy {_pct(done['probe_accuracy'])}"
                      + (f" (AUROC {auroc:.3f})" if auroc is not None else ""))
+    if (recall := done.get("rm_recall", {}).get("recall_missed")) is not None:
+        parts.append(f"reward model's recall on those {_pct(recall)}")
     if rounds := done.get("rm_init", {}).get("rounds"):
         parts.append(f"{rounds} training round(s)")
     if ev := done.get("initial_eval"):
