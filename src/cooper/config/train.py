@@ -202,6 +202,8 @@ class RMUpdateConfig:
     negatives_per_positive: int = 2
     """rollout negatives per positive, the highest-scored by the current reward model first
     (the method summary: up to two)"""
+    negatives_readable: bool = False
+    """take a wrong rollout as a negative only where the rule read both its answer and the reference as plain numbers and found them different: one it could not read (an answer or a reference in words, say) may be a right answer it missed, and is not taught as wrong"""
     max_attempts: int = 3
     """assistant attempts per negative before falling back or dropping the pair (paper: 3)"""
     micro_batch_size: int = 8

@@ -58,6 +58,7 @@ from cooper.rl.pairs import (
 from cooper.rm.losses import pair_objective
 from cooper.rm.memo import LogitMemo
 from cooper.types import Pair, Rollout, Triple
+from cooper.verify.extraction import clean_answer, normalize_reference, plain_number
 from cooper.verify.verifier import verify_batch
 
 if TYPE_CHECKING:
@@ -94,6 +95,13 @@ def load_reward_model(model: str | os.PathLike | RewardModel | None, *, plan: Re
                                micro_batch_size=update.micro_batch_size, loss=update.loss,
                                margin=update.margin, anchor_weight=update.anchor_weight,
                                epochs=update.epochs)
+
+
+def _read_as_numbers(r: Rollout) -> bool:
+    """Whether the rule read this rollout's final answer and its reference as plain numbers, so
+    that "wrong" means a different number, not a form it cannot read."""
+    return (r.extracted is not None and plain_number(clean_answer(r.extracted)) is not None
+            and plain_number(normalize_reference(r.reference)) is not None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -160,6 +168,7 @@ class CooperReward:
         self.from_rollouts = plan.stage2 is not Stage2.OFF and u.negatives in ("rollouts", "both")
         self.verify_lenient = verify_lenient or verify
         self.negatives_per_positive = u.negatives_per_positive
+        self.negatives_readable = u.negatives_readable
         self.positives_per_prompt, self.positive_choice = u.positives_per_prompt, u.positive_choice
         # the loss a frozen reward model is measured with: the one the update would minimise
         self.objective = pair_objective(u.loss, margin=u.margin, anchor_weight=u.anchor_weight)
@@ -276,15 +285,19 @@ class CooperReward:
         """Each positive with its prompt's wrong rollouts, hardest first. A rollout the strict
         verifier calls wrong but the lenient reading (its last number) calls correct is a
         correct answer written without a box, not a mistake: it is never a negative, and is
-        counted (the returned int); so is one whose lenient check timed out or failed."""
+        counted (the returned int); so is one whose lenient check timed out or failed, and, with
+        ``rm_update.negatives_readable``, one whose answer or reference the rule could not read
+        as a number (:func:`_read_as_numbers`)."""
         groups = group_by_problem(everyone)
         candidates = list({r.completion: r for p in positives for r in groups[p.problem_id]
                            if not r.correct}.values())
         verdicts = self.verify_lenient([r.completion for r in candidates],
                                        [r.reference for r in candidates])
-        # a check that timed out or failed decided nothing: such a rollout is not taught as wrong
+        # a check that timed out or failed decided nothing: such a rollout is not taught as wrong;
+        # nor, with negatives_readable, one whose answer or reference the rule could not read
         untrusted = {(r.problem_id, r.completion) for r, v in zip(candidates, verdicts, strict=True)
-                     if v.correct or v.reason in ("timeout", "error")}
+                     if v.correct or v.reason in ("timeout", "error")
+                     or (self.negatives_readable and not _read_as_numbers(r))}
         pairs = []
         for p in positives:
             excluded = {c for pid, c in untrusted if pid == p.problem_id}
