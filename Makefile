@@ -47,7 +47,7 @@ EXP_OUT ?= runs/hacking
 experiment: setup
 	$(BIN)/cooper experiment hacking --preset hacking_cpu --out $(EXP_OUT) --seeds $(SEEDS) --jobs 2
 
-# One seed of the blind-rule testbed (the rule misses right answers written in words; seven
+# One seed of the blind-rule testbed (the rule misses right answers written in words; eight
 # arms, among them the gold judge, the hybrid reward and Cooper): setup, arms, report; see
 # docs/experiment.md, "Above the rule". More seeds: make experiment-blind SEEDS=0,1,2,3,4.
 BLIND_OUT ?= runs/blind

@@ -53,5 +53,5 @@ def test_make_experiment_blind_runs_one_seed_of_the_blind_rule_testbed(tmp_path)
     assert printed["setup"]["policy"] == "tiny-arith-2x1-words"
     assert printed["train"]["validation"]["judge"] == "gold"
     assert list(printed["arms"]) == ["gold", "rule", "rm", "hybrid", "cooper", "cooper_rollouts",
-                                     "hybrid_cooper"]
+                                     "cooper_readable", "hybrid_cooper"]
     assert not (tmp_path / "blind").exists()
