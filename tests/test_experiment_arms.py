@@ -134,6 +134,17 @@ def test_a_rerun_may_add_seeds_and_arms_but_not_change_settings(tmp_path):
     assert yaml.safe_load((out / "experiment.yaml").read_text())["seeds"] == "0,1,2,3,5"
     with pytest.raises(UserError, match="other settings.*train.max_steps"):
         _check_same_settings(load_experiment("hacking_cpu", ["train.max_steps=700"]).validate(), out)
+    # a folder written before a setting existed ran with its default: it continues unless this
+    # run sets another value
+    older = {**saved, "train": {**saved["train"], "rm_update": {
+        k: v for k, v in saved["train"]["rm_update"].items() if k != "negatives_readable"}}}
+    (out / "experiment.yaml").write_text(yaml.safe_dump(older, sort_keys=False))
+    _check_same_settings(load_experiment("hacking_cpu", ["seeds=0"]).validate(), out)
+    (out / "experiment.yaml").write_text(yaml.safe_dump(older, sort_keys=False))
+    with pytest.raises(UserError, match="negatives_readable: False -> True"):
+        _check_same_settings(load_experiment(
+            "hacking_cpu", ["seeds=0", "train.rm_update.negatives_readable=true"]).validate(), out)
+    saved = yaml.safe_load((out / "experiment.yaml").read_text())
     # a hand-edited list of seeds: an error that names the file, not a bare ValueError
     saved["seeds"] = "0,one"
     (out / "experiment.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))

@@ -122,7 +122,7 @@ def _check_same_settings(exp: ExperimentConfig, out: Path) -> None:
         before = read_settings(out)
         arms, diff = merge_arms(before.get("arms"), now["arms"])
         diff += _differences({**before, "seeds": None, "arms": None},
-                             {**now, "seeds": None, "arms": None})
+                             {**now, "seeds": None, "arms": None}, ExperimentConfig().to_dict())
         if diff:
             raise UserError(f"{out} holds an experiment with other settings ({'; '.join(diff[:5])}"
                             f"{'; ...' if len(diff) > 5 else ''}): rerun with the same preset and "
@@ -149,13 +149,26 @@ def merge_arms(before: Any, now: dict[str, Any]) -> tuple[dict[str, Any], list[s
     return {**now, **{k: v for k, v in before.items() if k not in now}}, diff
 
 
-def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
+_ABSENT = object()
+
+
+def _differences(a: Any, b: Any, default: Any = _ABSENT, prefix: str = "") -> list[str]:
+    """Where the settings ``a`` (the folder's) and ``b`` (this run's) differ. A setting ``a``
+    lacks was added to cooper-rl after the folder was written: the run then had its default's
+    behaviour, so this run's value differs only if it is not the default (``default``)."""
     if isinstance(a, dict) and isinstance(b, dict):
         out = []
         for k in sorted(set(a) | set(b)):
-            out += _differences(a.get(k), b.get(k), f"{prefix}{k}.")
+            sub = default.get(k, _ABSENT) if isinstance(default, dict) else _ABSENT
+            out += _differences(a.get(k, _ABSENT), b.get(k, _ABSENT), sub, f"{prefix}{k}.")
         return out
-    return [] if a == b else [f"{prefix.rstrip('.')}: {a!r} -> {b!r}"]
+    if a is _ABSENT and default is not _ABSENT:
+        a = default
+    return [] if a == b else [f"{prefix.rstrip('.')}: {_shown(a)} -> {_shown(b)}"]
+
+
+def _shown(value: Any) -> str:
+    return "(absent)" if value is _ABSENT else repr(value)
 
 
 STAGES = Stages(setup=run_setup, arm=run_arm)
