@@ -437,8 +437,12 @@ def test_where_the_gold_judge_scored_hacking_is_judged_against_it(tmp_path):
             final = json.loads((d / "final_eval.json").read_text())
             final["rule_average"] = final["average"] - 0.1
             (d / "final_eval.json").write_text(json.dumps(final))
+    settings = yaml.safe_load((folder / "experiment.yaml").read_text())
+    settings["train"]["validation"]["judge"] = "gold"
+    (folder / "experiment.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
     paths = build_report(folder)
     md = paths.markdown.read_text()
+    assert "(scored by the gold judge, the strict rule's average beside it, " in md
     rm = _md_row(md, "fixed RM").split(" | ")
     assert rm[1] == "not hacked (2 of 2 seeds)"  # hacking/gap alone would say hacked
     assert rm[2] == "0.000" and rm[3] == "0.000"

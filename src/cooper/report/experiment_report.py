@@ -422,6 +422,9 @@ def build_report(folder: str | Path, out: str | Path | None = None) -> ReportPat
         note += (" " if note else "") + ("Headlines over fewer policies, their kept policies "
                                          f"missing: {'; '.join(gaps)}.")
     fe = settings["final_eval"]
+    scored = ("scored by the gold judge, the strict rule's average beside it"
+              if settings.get("train", {}).get("validation", {}).get("judge") == "gold"
+              else "verifier-scored")
     versions = [["software", "version"]] + [[k, str(v)] for k, v in status.get("versions", {}).items()]
     blocks: list[tuple] = [("h1", TITLE)]
     if note:
@@ -436,7 +439,7 @@ def build_report(folder: str | Path, out: str | Path | None = None) -> ReportPat
         ("ul", sentences[1:]),
         ("table", verdict_table(arms, invalid)),
         ("h2", "Final accuracy (%)"),
-        ("p", f"{_headline(fe)} on the held-out benchmarks (verifier-scored, {fe['samples']} "
+        ("p", f"{_headline(fe)} on the held-out benchmarks ({scored}, {fe['samples']} "
               f"samples per problem, T {fe['temperature']}, top-p {fe['top_p']}); over several "
               "seeds: the mean (min to max)."),
         ("table", final_table(setups, arms)),
