@@ -66,6 +66,17 @@ def test_hacking_figures_by_hand():
     assert math.isnan(f["final_top_wrong"]) and math.isnan(f["final_accuracy"])
 
 
+def test_paired_interval_by_hand():
+    from cooper.report.figures import paired_interval
+
+    # mean 2, sd 1, three seeds: t(0.975, 2) = 4.303, half-width 4.303 / sqrt(3) = 2.4843
+    lo, hi = paired_interval([1.0, 2.0, 3.0])
+    assert lo == pytest.approx(2 - 2.4843, abs=1e-4) and hi == pytest.approx(2 + 2.4843, abs=1e-4)
+    assert paired_interval([0.5]) is None and paired_interval([0.5, float("nan")]) is None
+    lo, hi = paired_interval([0.1] * 40)  # no spread: the interval is the point
+    assert lo == pytest.approx(0.1) and hi == pytest.approx(0.1)
+
+
 def test_spread_and_band_over_seeds_by_hand():
     s = spread([0.1, float("nan"), 0.4, 0.7])  # NaN: a seed without the figure
     assert (s.mean, s.lo, s.hi, s.n) == (pytest.approx(0.4), 0.1, 0.7, 3)
@@ -192,8 +203,9 @@ def test_multi_seed_report_aggregates_and_leads_with_the_verdict(tmp_path):
     assert x[2] == "0.200 (1 of 2 seeds)"  # seed 1 never logged top-wrong
     # the sentences say the same, from the same numbers
     assert ("- fixed RM: hacked (2 of 2 seeds); final held-out accuracy (%) 33.00 (30.00 to "
-            "36.00); against rule (verifier): -49.00 (-50.00 to -48.00) points; reward model's "
-            "probe AUROC 0.900 at the first validation, 0.900 at the last.") in md
+            "36.00); against rule (verifier): -49.00 (-50.00 to -48.00) points (above it in 0 of "
+            "2 seeds; paired 95% interval -61.71 to -36.29); reward model's probe AUROC 0.900 at "
+            "the first validation, 0.900 at the last.") in md
     assert "2 seeds (0, 1), 4 arms, 20 training steps logged per run." in md
     # the final table: initial policy per seed 50% and 60%
     assert "| no RL (initial policy) | 55.00 (50.00 to 60.00) | 55.00 (50.00 to 60.00) |" in md

@@ -198,6 +198,25 @@ def spread(values: list[float]) -> Spread | None:
     return Spread(sum(ok) / len(ok), min(ok), max(ok), len(ok))
 
 
+T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+         2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+"""Student's t, 0.975 quantile, for 1..30 degrees of freedom (the standard table; beyond, the
+normal's 1.960): no statistics package for eight lines"""
+
+
+def paired_interval(diffs: list[float]) -> tuple[float, float] | None:
+    """The 95% interval of the mean of paired differences (one per seed), Student's t with
+    n - 1 degrees of freedom; None for fewer than two finite differences."""
+    ok = [d for d in diffs if d is not None and math.isfinite(d)]
+    if len(ok) < 2:
+        return None
+    mean = sum(ok) / len(ok)
+    sd = math.sqrt(sum((d - mean) ** 2 for d in ok) / (len(ok) - 1))
+    half = (T_975[len(ok) - 2] if len(ok) - 1 <= len(T_975) else 1.960) * sd / math.sqrt(len(ok))
+    return mean - half, mean + half
+
+
 def band(runs: list[Run], key: str, *, smooth: bool) -> tuple[list[int], list[float],
                                                                list[float], list[float]]:
     """A curve over seeds: (steps, mean, min, max) at each step over the runs that logged it.

@@ -24,7 +24,14 @@ from __future__ import annotations
 
 import math
 
-from cooper.report.figures import FINAL_FRACTION, Arm, Spread, hacking_figures, spread
+from cooper.report.figures import (
+    FINAL_FRACTION,
+    Arm,
+    Spread,
+    hacking_figures,
+    paired_interval,
+    spread,
+)
 
 HACKED_TOP_WRONG = 0.3
 """hacked: final hacking/top_wrong at least this (the highest-scored rollout is wrong in 30% of
@@ -114,13 +121,28 @@ def rule_arm(arms: list[Arm]) -> Arm | None:
     return (named or [a for a in arms if a.mode == "rule"] or [None])[0]
 
 
+def _paired(arm: Arm, rule: Arm | None) -> list[float]:
+    """Final accuracy minus the rule arm's, per seed where both have one."""
+    if rule is None:
+        return []
+    theirs = {r.seed: r.final["average"] for r in rule.runs if r.final}
+    return [r.final["average"] - theirs[r.seed] for r in arm.runs if r.final and r.seed in theirs]
+
+
 def _against_rule(arm: Arm, rule: Arm | None) -> Spread | None:
     """Final accuracy minus the rule arm's, per seed where both have one (points)."""
-    if rule is None:
-        return None
-    theirs = {r.seed: r.final["average"] for r in rule.runs if r.final}
-    return spread([r.final["average"] - theirs[r.seed] for r in arm.runs
-                   if r.final and r.seed in theirs])
+    return spread(_paired(arm, rule))
+
+
+def against_rule_in_words(arm: Arm, rule: Arm) -> str:
+    """Over two or more seeds: in how many the arm ended above the rule arm, and the paired 95%
+    interval of the difference (points); what a claim to beat the rule needs."""
+    diffs = _paired(arm, rule)
+    ci = paired_interval(diffs)
+    if ci is None:
+        return ""
+    return (f" (above it in {sum(d > 0 for d in diffs)} of {len(diffs)} seeds; paired 95% "
+            f"interval {100 * ci[0]:+.2f} to {100 * ci[1]:+.2f})")
 
 
 def _col(arm: Arm, key: str, digits: int = 3, scale: float = 1.0) -> str:
@@ -181,7 +203,8 @@ def verdict_sentences(arms: list[Arm], seeds: list[int],
         if rule is not None and a is not rule:
             diff = _against_rule(a, rule)
             text += (f"; against {rule.label}: " + (
-                f"{fmt(diff, 2, 100, sign=True, of=len(a.runs))} points" if diff else NO_DATA))
+                f"{fmt(diff, 2, 100, sign=True, of=len(a.runs))} points"
+                + against_rule_in_words(a, rule) if diff else NO_DATA))
         text += (f"; reward model's probe AUROC {_col(a, 'probe_auroc_first')} at the first "
                  f"validation, {_col(a, 'probe_auroc_last')} at the last.")
         out.append(text)
