@@ -148,3 +148,24 @@ def test_the_setup_stops_when_the_rule_misses_too_little_or_the_reward_model_too
         check_recall(exp, {"recall_missed": 0.25, "answers": 4})
     no_bar = load_experiment("blind_cpu", ["probe.min_recall_missed=null"]).validate()
     check_recall(no_bar, {"recall_missed": 0.0, "answers": 3})  # measured, not checked
+
+
+@pytest.mark.parametrize("verifier", ["strict", "gold"])
+def test_the_step_judges_the_rule_apart_where_the_gold_judge_pays(verifier):
+    """In the ceiling arm the gold judge is the verifier; what the rule misses is still the
+    strict rule's, judged apart."""
+    from functools import partial
+
+    from cooper.config import load_config
+    from cooper.rl.step import CooperReward
+
+    cfg = load_config(None, ["reward.mode=rule", f"reward.verifier_mode={verifier}",
+                             "validation.judge=gold"])
+    step = CooperReward.from_config(cfg, rm=None, updater=None,
+                                    verify=partial(verify_batch, mode=verifier))
+    texts = ["so \\boxed{55}", "so \\boxed{fifty-five}", "so \\boxed{54}"]
+    rollouts, stats, _ = step.score(["p"] * 3, ["What is 50 + 5?"] * 3, ["55"] * 3, texts, step=1,
+                                    training=False)
+    assert [r.correct for r in rollouts] == [True, verifier == "gold", False]  # what pays
+    assert stats.blind_spot.gold_accuracy == pytest.approx(2 / 3)
+    assert stats.blind_spot.rule_missed == pytest.approx(1 / 2)  # the strict rule's, both ways

@@ -154,7 +154,8 @@ class CooperReward:
                  verify: VerifyFn, verify_lenient: VerifyFn | None = None,
                  negatives: NegativeWriter | None = None, background: bool = False,
                  score_batch_size: int = 16, seed: int = 0,
-                 collective: Collective | None = None, gold_judge: bool = False):
+                 collective: Collective | None = None, gold_judge: bool = False,
+                 verifier_is_gold: bool = False):
         u = update
         uses_assistant = plan.stage2 is not Stage2.OFF and u.negatives != "rollouts"
         if plan.scores_with_rm and rm is None:
@@ -175,6 +176,7 @@ class CooperReward:
         self.score_batch_size, self.seed = score_batch_size, seed
         self.collective = collective or SingleProcess()
         self.gold_judge = gold_judge  # also judge the rollouts with the testbed's gold judge
+        self.verifier_is_gold = verifier_is_gold  # ``verify`` is the gold judge itself
         # an endpoint's negatives are written while the policy updates: Stage 2 then waits for
         # the policy's step instead of running right after Stage 1
         self.background = self.negatives is not None and background
@@ -190,7 +192,8 @@ class CooperReward:
         """From a ``cooper train`` configuration and the parts (``rm=``, ``updater=``, ...)."""
         return cls(cfg.plan(), cfg.rm_update, background=cfg.background_negatives(),
                    score_batch_size=cfg.reward.score_batch_size, seed=cfg.seed,
-                   gold_judge=cfg.validation.judge == "gold", **parts)
+                   gold_judge=cfg.validation.judge == "gold",
+                   verifier_is_gold=cfg.reward.verifier_mode == "gold", **parts)
 
     @property
     def pending(self) -> bool:
@@ -240,9 +243,13 @@ class CooperReward:
             self._prepare_stage2(everyone, step)
         stats = replace(rollout_stats(everyone), verifier_timeouts=timeouts)
         if self.gold_judge:  # what the rule missed, and whether the reward model sees it
-            gold = [v.correct for v in verify_batch([r.completion for r in everyone],
-                                                    [r.reference for r in everyone], mode="gold")]
-            stats = replace(stats, blind_spot=blind_spot_stats(everyone, gold,
+            texts, refs = [r.completion for r in everyone], [r.reference for r in everyone]
+            gold = [v.correct for v in verify_batch(texts, refs, mode="gold")]
+            # where the gold judge is the verifier (the ceiling arm), the rule is judged apart
+            judged = ([replace(r, correct=v.correct) for r, v in
+                       zip(everyone, verify_batch(texts, refs, mode="strict"), strict=True)]
+                      if self.verifier_is_gold else everyone)
+            stats = replace(stats, blind_spot=blind_spot_stats(judged, gold,
                                                                self.rewards(everyone)))
         return rollouts, stats, seconds
 
