@@ -17,9 +17,9 @@ write the boxed answer in English words (``\\boxed{fifty-five}``), so a policy w
 them writes some right answers in a form the rule rejects and can learn to avoid; and the
 stored reference of :data:`WORDS_REFERENCES` of the problems is in words, so there the rule
 accepts no answer in digits, only the same words letter for letter, and the policy cannot tell
-those problems from the others. Each split has exactly those shares
-(rounded); which of its problems carry which dial follows a score drawn from each problem's
-text, the same on every machine.
+those problems from the others. Each split has exactly those shares (rounded); which of its
+problems carry which dial follows a score drawn from each problem's text, the same on every
+machine.
 
 The tiny models warm-started on these problems (the CPU testbed of the tests and the
 reward-hacking experiment) are built by :mod:`cooper.experiment.testbed`.

@@ -6,7 +6,8 @@ stopping early so that it is right on some problems and wrong on others. Such a 
 something to learn in seconds on a CPU: the tests use it, and so does the reward-hacking
 experiment (``setup.policy=tiny-arith``), where the verifier's exactness makes "hacked"
 unambiguous. The testbed's policy (``tiny-arith-2x1``) ships with the package
-(:func:`shipped_policy`); :func:`tiny_arith_models` puts a policy and a random reward model
+(:func:`shipped_policy`), and so does the blind-rule testbed's (``tiny-arith-2x1-words``,
+warm-started on ``arith_2x1_words`` and stopped by the gold judge's score); :func:`tiny_arith_models` puts a policy and a random reward model
 sharing its tokenizer into the model cache. :func:`build_tiny_models` writes the tiny random
 causal LM and sequence classifier (a character-level tokenizer, from a config, no download) of
 the unit and smoke tests and of these builds; the classifier's folder carries a minimal
