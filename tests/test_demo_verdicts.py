@@ -58,3 +58,17 @@ def test_the_reward_model_before_and_after_cooper_is_a_result_line():
     assert "3.0% -> 1.0% false positives (opener 10.0% -> 2.5%; worst kind after: units 5.0%)" in line
     assert "real completions 0.900 -> 0.800" in line  # worse is said as plainly as better
     assert "NOT" not in line and "trusted" not in line  # no bar on it
+
+
+def test_a_printed_verdict_keeps_every_word_whole():
+    """The demo prints each verdict wrapped to 100 columns; a wrap at "held-out"'s hyphen
+    printed "held-" and "out" on two lines (seen with 64.4% and 118 completions)."""
+    from cooper.experiment.demo import SUMMARY_WIDTH, verdict_lines
+
+    verdict = ("reward model: NOT trusted: it paid 24.3% of the robustness suite's wrong "
+               "completions (bar 2%) and 80.0% of its worst kind, long_padding (bar 5% for every "
+               "kind); it was right on 64.4% of 118 held-out real completions, half of them "
+               "correct (bar 85%)")
+    printed = verdict_lines(verdict)
+    assert max(len(line) for line in printed.splitlines()) <= SUMMARY_WIDTH
+    assert " ".join(printed.split()) == verdict

@@ -38,10 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    import textwrap
-
     from cooper.config.demo import DemoSettings
-    from cooper.experiment.demo import SUMMARY_WIDTH, run_demo
+    from cooper.experiment.demo import run_demo, verdict_lines
 
     summary = run_demo(DemoSettings(out=args.out, steps=args.steps, rm_triples=args.rm_triples,
                                     rm_samples=args.rm_samples,
@@ -53,6 +51,5 @@ def _demo(args: argparse.Namespace) -> int:
     print(f"  training metrics: {args.out}/cooper/metrics.jsonl")
     print()
     for line in summary.figures["verdicts"]:
-        print(textwrap.fill(line, SUMMARY_WIDTH, subsequent_indent="  ",
-                            break_long_words=False))
+        print(verdict_lines(line))
     return 0

@@ -128,13 +128,23 @@ class DemoSummary:
         for st in self.stages:
             if st.detail:
                 out += textwrap.wrap(f"{st.name}: {st.detail}", SUMMARY_WIDTH,
-                                     subsequent_indent="  ", break_long_words=False)
+                                     subsequent_indent="  ", break_long_words=False,
+                                     break_on_hyphens=False)
         out += ["", "written to:"]
         out += [f"  {st.name}: {st.artefact}" for st in self.stages if st.artefact]
         return "\n".join(out)
 
 
 SUMMARY_WIDTH = 100  # columns of the summary the demo prints last
+
+
+def verdict_lines(verdict: str) -> str:
+    """A verdict wrapped to :data:`SUMMARY_WIDTH` columns, every word whole: "held-out" is not
+    split at its hyphen, and a name (``long_padding``) is never broken."""
+    import textwrap
+
+    return textwrap.fill(verdict, SUMMARY_WIDTH, subsequent_indent="  ", break_long_words=False,
+                         break_on_hyphens=False)
 STAGES = 9
 # the recipe's bars (docs/reward_model.md): false-positive rates a reward model must stay under,
 # overall and for every kind of attack, and its accuracy on label-balanced real completions
