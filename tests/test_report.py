@@ -467,5 +467,9 @@ def test_where_the_gold_judge_scored_hacking_is_judged_against_it(tmp_path):
     assert "| right answers the rule rejects at the start (%) | 31.00 (30.00 to 32.00); band " \
            "20 to 40 |" in md
     assert "| initial RM's recall on them, reference in words (%) | 70.00 |" in md
+    # the first table: per seed, the rule's misses per dial and the recall, with band and bar
+    assert "| right answers the rule rejects (%) [band] | ... reference in digits (%) | " \
+           "initial RM's recall on them (%) [bar] |" in md
+    assert "| 32.00 [20.00 to 40.00] | 20.00 | 80.00 [50.00+] |" in md  # seed 1
     assert {p.name for p in paths.plots} == PLOTS | {
         "heldout_rule_accuracy.png", "rule_missed.png", "rm_recall_missed.png"}

@@ -149,9 +149,15 @@ def validity_table(validities: dict[int, SeedValidity],
     the outcome."""
     checks = [s or {} for s in (setups or [None] * len(validities))]
     with_checks = any("policy_check" in c or "probe_bar" in c for c in checks)
+    # where the gold judge scored: what the rule missed at the start, per dial, and the initial
+    # reward model's recall on it, each against its band or bar
+    blind = any("rule_missed" in c.get("policy_check", {}) for c in checks)
     head = ["seed"]
     if with_checks:
         head += ["initial policy, held-out (%) [band]", "initial RM, probe (%) [bar]"]
+    if blind:
+        head += ["right answers the rule rejects (%) [band]", "... reference in digits (%)",
+                 "initial RM's recall on them (%) [bar]"]
     rows = [head + ["initial policy (%)", "verifier-paid arm, final (%)", "gain (points)",
                     "validity"]]
     for v, c in zip(validities.values(), checks, strict=True):
@@ -161,6 +167,11 @@ def validity_table(validities: dict[int, SeedValidity],
             row += [_checked(c.get("policy_check", {}).get("accuracy"),
                              c.get("policy_check", {}).get("band")),
                     _checked(c.get("probe_accuracy"), [c.get("probe_bar"), None])]
+        if blind:
+            check, recall = c.get("policy_check", {}), c.get("rm_recall", {})
+            row += [_checked(check.get("rule_missed"), check.get("rule_missed_band")),
+                    _pct(check.get("rule_missed_form")),
+                    _checked(recall.get("recall_missed"), [recall.get("bar"), None])]
         rows.append(row + [_pct(v.initial), _pct(v.rule_final), gain, v.status])
     return rows
 
