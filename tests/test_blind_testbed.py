@@ -75,6 +75,15 @@ def test_the_reward_models_data_is_labelled_by_the_gold_judge():
     assert words_triples("train", 400, random.Random(0)) == rows  # seeded
     with pytest.raises(ValueError, match="even"):
         words_triples("train", 3, random.Random(0))
+    assert len(words_triples("validation", 2000, random.Random(0))) == 600  # 300 problems
+
+
+def test_asking_for_more_triples_than_the_split_has_is_a_clear_error(tmp_path):
+    from cooper.errors import UserError
+    from cooper.experiment.setup import _triples_file
+
+    with pytest.raises(UserError, match="gave only 600 .* of the 800 asked for; lower the number"):
+        _triples_file(tmp_path / "t.jsonl", "arith_2x1_words", "validation", 800, 0)
 
 
 def rollout(ref: str, answer: str, rule: bool, score: float | None) -> Rollout:

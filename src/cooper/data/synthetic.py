@@ -118,7 +118,8 @@ def words_triples(split: str, n: int, rng: random.Random) -> list[LabelledTriple
     """``n`` labelled triples of ``arith_2x1_words`` (``n`` even), as the reward model of the
     blind-rule testbed is trained and probed: for ``n / 2`` problems drawn with ``rng``, the
     worked solution (label 1) and the same solution with another result, boxed in the same form
-    (label 0). The labels are the gold judge's, by construction: the rule could not give them,
+    (label 0); fewer when the split has fewer than ``n / 2`` problems. The labels are the gold
+    judge's, by construction: the rule could not give them,
     since it reads neither the answers nor the references in words (the paper's VerifyRM is
     trained on such hybrid labels)."""
     from cooper.data.perturb import wrong_answer
@@ -127,10 +128,9 @@ def words_triples(split: str, n: int, rng: random.Random) -> list[LabelledTriple
         raise ValueError(f"n must be a positive even number (pairs), got {n}")
     items = _two_by_one(split)
     dials = _dials(items)
-    if n // 2 > len(items):
-        raise ValueError(f"arith_2x1_words/{split} has {len(items)} problems, fewer than {n // 2}")
     out: list[LabelledTriple] = []
-    for i in rng.sample(range(len(items)), n // 2):
+    # a pair per problem at most: a split that has fewer gives fewer (the caller says so)
+    for i in rng.sample(range(len(items)), min(n // 2, len(items))):
         a, b, op = items[i]
         c = a + b if op == "+" else a - b
         words_answer, words_reference = dials[items[i]]
