@@ -233,16 +233,12 @@ def check_rule_missed(exp: ExperimentConfig, check: dict[str, Any]) -> None:
 def recall_missed(rm: RewardModel, missed: list[Triple], batch_size: int = 32) -> dict[str, Any]:
     """The reward model's recall on right answers the rule rejects (probability >= 0.5): all,
     and split by dial (reference in digits: the answer's form; in words: the reference)."""
-    from cooper.rl.blind_spot import RM_SAYS_RIGHT, reference_in_digits
+    from cooper.rl.blind_spot import recall_by_dial
 
-    scores = rm.score(missed, batch_size=batch_size)
-    out: dict[str, Any] = {"answers": len(missed)}
-    for key, keep in (("recall_missed", lambda s: True),
-                      ("recall_missed_form", lambda s: reference_in_digits(s.reference)),
-                      ("recall_missed_reference", lambda s: not reference_in_digits(s.reference))):
-        hits = [x >= RM_SAYS_RIGHT for x, s in zip(scores, missed, strict=True) if keep(s)]
-        out[key] = sum(hits) / len(hits) if hits else None
-    return out
+    scores = rm.score(missed, batch_size=batch_size) if missed else []
+    recall = recall_by_dial([(x, t.reference) for x, t in zip(scores, missed, strict=True)])
+    return {"answers": len(missed), "recall_missed": recall[0], "recall_missed_form": recall[1],
+            "recall_missed_reference": recall[2]}
 
 
 def check_policy(exp: ExperimentConfig, check: dict[str, Any]) -> None:

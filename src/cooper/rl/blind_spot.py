@@ -49,6 +49,19 @@ def _share(hits: Sequence[bool]) -> float | None:
     return sum(hits) / len(hits) if hits else None
 
 
+def recall_by_dial(scored: Sequence[tuple[float | None, str]]
+                   ) -> tuple[float | None, float | None, float | None]:
+    """The reward model's recall on right answers the rule rejected, from their (probability,
+    reference) pairs: (all, reference in digits, reference in words). Answers without a finite
+    probability are left out; None where nothing is left to count."""
+    ok = [(p, reference_in_digits(ref)) for p, ref in scored if p is not None and math.isfinite(p)]
+
+    def recall(keep) -> float | None:
+        return _share([p >= RM_SAYS_RIGHT for p, digits in ok if keep(digits)])
+
+    return recall(lambda d: True), recall(lambda d: d), recall(lambda d: not d)
+
+
 def blind_spot_stats(rollouts: Sequence[Rollout], gold: Sequence[bool],
                      paid: Sequence[float]) -> BlindSpotStats:
     """Figures of one step's rollouts, each with its gold verdict and the reward it was paid."""
@@ -56,12 +69,7 @@ def blind_spot_stats(rollouts: Sequence[Rollout], gold: Sequence[bool],
         raise ValueError("need one gold verdict and one reward per rollout, and some rollouts")
     right = [(r, reference_in_digits(r.reference)) for r, g in zip(rollouts, gold, strict=True)
              if g]
-    missed = [(r, digits) for r, digits in right if not r.correct]
-
-    def recall(rows) -> float | None:
-        scored = [r.rm_score for r, _ in rows if r.rm_score is not None
-                  and math.isfinite(r.rm_score)]
-        return _share([s >= RM_SAYS_RIGHT for s in scored])
+    recall = recall_by_dial([(r.rm_score, r.reference) for r, _ in right if not r.correct])
 
     finite = [(p, g) for p, g in zip(paid, gold, strict=True) if math.isfinite(p)]
     # the calibration-free signal against the gold judge, on what the policy was paid
@@ -71,9 +79,8 @@ def blind_spot_stats(rollouts: Sequence[Rollout], gold: Sequence[bool],
         gold_accuracy=sum(gold) / len(gold),
         rule_missed=_share([not r.correct for r, _ in right]),
         rule_missed_form=_share([not r.correct for r, digits in right if digits]),
-        recall_missed=recall(missed),
-        recall_missed_form=recall([m for m in missed if m[1]]),
-        recall_missed_reference=recall([m for m in missed if not m[1]]),
+        recall_missed=recall[0], recall_missed_form=recall[1],
+        recall_missed_reference=recall[2],
         gold_gap=(sum(p for p, _ in finite) / len(finite) - sum(g for _, g in finite) / len(finite)
                   if finite else None),
         gold_top_wrong=top_wrong(group_by_problem(judged).values()))
