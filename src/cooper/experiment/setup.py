@@ -335,8 +335,9 @@ def run_setup(exp: ExperimentConfig, out: Path) -> Setup:
     check_probe(exp, m.accuracy, m.auroc, info.get("rm_init", {}).get("rounds"))
     if "rule_missed" in info.get("policy_check", {}):  # the gold judge sees what the rule misses
         info["rm_recall"] = {**recall_missed(rm, missed), "bar": exp.probe.min_recall_missed}
+        got = info["rm_recall"]["recall_missed"]
         log.info("%s/setup: the reward model calls right %s of the %d right answers the rule "
-                 "rejects", out.name, info["rm_recall"]["recall_missed"], len(missed))
+                 "rejects", out.name, "none" if got is None else _pct(got), len(missed))
         check_recall(exp, info["rm_recall"])
     setup = Setup(policy, reward_model, probe)
     info["initial_eval"] = evaluate_policy(exp, policy, folder / "initial_eval.json")
