@@ -40,9 +40,9 @@ from cooper.experiment.testbed import (
     TINY_ARITH_2X1,
     TINY_ARITH_WORDS,
     build_tiny_models,
-    embedded_trunk,
     tiny_arith_models,
 )
+from cooper.infra.embedded import embedded_trunk
 from cooper.infra.files import read_json, write_json
 from cooper.report.experiment_layout import seed_dir, setup_dir
 from cooper.rm.model import RewardModel
