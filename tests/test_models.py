@@ -46,6 +46,12 @@ def test_missing_folder_names_the_options(tmp_path):
         resolve(tmp_path / "empty")
 
 
+def test_a_trunk_name_needs_a_positive_layer_count():
+    for name in ("embedded-trunk-0", "embedded-trunk-x", "embedded-trunk-"):
+        with pytest.raises(ModelNotFoundError, match="positive integer"):
+            resolve(name)
+
+
 def test_unreachable_hub_fails_fast_with_offline_options(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path))

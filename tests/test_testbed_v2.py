@@ -105,6 +105,8 @@ def test_experiment_setup_trains_a_reward_model_on_the_embedded_trunk(tmp_path):
     assert config["num_hidden_layers"] == 1 and config["hidden_size"] == 576  # the embedded's
     cut = embedded_trunk(1)
     assert json.loads((cut / "config.json").read_text())["num_hidden_layers"] == 1
+    from cooper.infra.models import resolve
+    assert resolve("embedded-trunk-1") == cut  # the same cut by its name (`--base` of rm train)
     from safetensors.torch import load_file
     before = load_file(cut / "model.safetensors")
     after = load_file(trained / "model.safetensors")

@@ -31,7 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     tr.add_argument("--data", required=True, help="labelled triples (.jsonl/.json/.parquet)")
     tr.add_argument("--base", default=DEFAULT_MODEL,
                     help=f"causal LM (or reward model) to start from: '{DEFAULT_MODEL}' "
-                         "(embedded default), a local folder or a Hub id (default: %(default)s)")
+                         "(embedded default), 'embedded-trunk-K' (its first K layers, as "
+                         "`cooper demo`'s reward model), a local folder or a Hub id (default: "
+                         "%(default)s)")
     tr.add_argument("--out", required=True, help="folder to write the trained reward model to")
     tr.add_argument("--overwrite", action="store_true", help="replace a non-empty --out folder")
     # defaults come from the settings dataclasses, so they are defined once

@@ -270,6 +270,9 @@ def remove(name: str = EMBEDDED_NAME) -> bool:
     return False
 
 
+TRUNK_PREFIX = "embedded-trunk-"  # a model name: embedded-trunk-K, the first K layers
+
+
 def embedded_trunk(layers: int, *, source: str | os.PathLike | None = None,
                    cache: Path | None = None) -> Path:
     """The embedded model cut to its first ``layers`` decoder layers (its embeddings, tokenizer

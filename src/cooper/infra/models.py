@@ -4,8 +4,10 @@ A model is named by one string, resolved in this order:
 
 1. ``smollm2-135m-instruct`` (the default): the embedded model, prepared on first use
    (see :mod:`cooper.infra.embedded`);
-2. a local Hugging Face folder (anything with a ``config.json``);
-3. a Hub id such as ``Qwen/Qwen2.5-1.5B-Instruct``: taken from the local Hugging Face cache, or
+2. ``embedded-trunk-K``: the embedded model cut to its first K decoder layers (built once in
+   the cache; a small reward model's base, :func:`cooper.infra.embedded.embedded_trunk`);
+3. a local Hugging Face folder (anything with a ``config.json``);
+4. a Hub id such as ``Qwen/Qwen2.5-1.5B-Instruct``: taken from the local Hugging Face cache, or
    downloaded when the Hub is reachable. With no Hub in reach the error names the offline
    options instead of retrying for half a minute.
 
@@ -57,6 +59,13 @@ def resolve(name_or_path: str | os.PathLike = DEFAULT_MODEL, *, progress: bool =
     name = str(name_or_path)
     if name in (DEFAULT_MODEL, "default"):
         return embedded.prepare(progress=progress)
+    if name.startswith(embedded.TRUNK_PREFIX):
+        k = name[len(embedded.TRUNK_PREFIX):]
+        if not k.isdigit() or int(k) < 1:
+            raise ModelNotFoundError(
+                f"'{name}': the trunk's layer count must be a positive integer "
+                f"({embedded.TRUNK_PREFIX}16 is the embedded model's first 16 layers)")
+        return embedded.embedded_trunk(int(k))
     path = Path(name).expanduser()
     if path.exists():
         if not (path / "config.json").is_file():
