@@ -72,3 +72,14 @@ def test_a_printed_verdict_keeps_every_word_whole():
     printed = verdict_lines(verdict)
     assert max(len(line) for line in printed.splitlines()) <= SUMMARY_WIDTH
     assert " ".join(printed.split()) == verdict
+
+
+def test_the_demo_refuses_a_trunk_of_no_layers():
+    import pytest
+
+    from cooper.config.demo import DemoSettings
+    from cooper.errors import UserError
+
+    assert DemoSettings(rm_trunk=4).rm_trunk == 4 and DemoSettings(rm_trunk=None).rm_trunk is None
+    with pytest.raises(UserError, match="rm_trunk must be >= 1"):
+        DemoSettings(rm_trunk=0)

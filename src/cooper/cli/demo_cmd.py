@@ -23,6 +23,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--steps", type=int, default=d.steps, help="Cooper steps (default: %(default)s)")
     p.add_argument("--rm-triples", type=int, default=d.rm_triples,
                    help="labelled triples for the reward model (default: %(default)s)")
+    p.add_argument("--rm-trunk", type=int, default=d.rm_trunk, metavar="K",
+                   help="the reward model on the embedded model's first K layers, the top "
+                        f"{d.rm_train_layers} trained (default: %(default)s; 0: the whole "
+                        "model, as the recipe)")
     p.add_argument("--rm-samples", default=d.rm_samples, metavar="embedded|none|FILE",
                    help="the embedded model's own completions in the reward model's data: the "
                         "ones that ship for the task, none (the gold-only mix), or a `cooper "
@@ -42,7 +46,7 @@ def _demo(args: argparse.Namespace) -> int:
     from cooper.experiment.demo import run_demo, verdict_lines
 
     summary = run_demo(DemoSettings(out=args.out, steps=args.steps, rm_triples=args.rm_triples,
-                                    rm_samples=args.rm_samples,
+                                    rm_samples=args.rm_samples, rm_trunk=args.rm_trunk or None,
                                     dataset=args.dataset, negatives=args.negatives,
                                     seed=args.seed))
     print()

@@ -9,7 +9,9 @@ Stages, each with its own progress bar, every artefact in one folder:
    the verifier). The completions are the ones that ship with the package
    (:mod:`cooper.data.embedded_samples`): sampling them takes more than half an hour on a
    laptop, and without them the reward model does not recognise the policy's real answers;
-3. train a small VerifyRM on it (binary cross-entropy, the top layers only, to stay quick);
+3. train a small VerifyRM on it (binary cross-entropy): the embedded model's first 16 layers of
+   30, the top 4 of them trained, to stay quick (the recipe's whole model needs about 8
+   minutes for the same rows; docs/reward_model.md compares the two);
 4. check it before any policy is paid by it, with the recipe's bars: the shipped robustness
    suite (``cooper rm eval --suite robustness``: at least 40 test problems, so every kind of
    attack has 40 items and a 5% bar means at most two of them), and its accuracy on held-out
@@ -186,7 +188,9 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
     t0 = time.perf_counter()
     rm_dir = out / "reward_model"
     rm = _train_rm(data_file, rm_dir, s)
-    stage("train VerifyRM", t0, f"{s.rm_epochs} epochs, top {s.rm_train_layers} layers", rm_dir)
+    layers = f"top {s.rm_train_layers} of " + (f"first {s.rm_trunk} layers" if s.rm_trunk
+                                                 else "all layers")
+    stage("train VerifyRM", t0, f"{s.rm_epochs} epochs, {layers}", rm_dir)
 
     _header(4, "check the VerifyRM: the robustness suite (cooper rm eval --suite) and held-out "
                "real completions")
@@ -201,7 +205,9 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
     cfg = load_config("demo_cpu", [f"reward.model={rm_dir}", f"output_dir={out / 'cooper'}",
                                    f"max_steps={s.steps}", f"seed={s.seed}",
                                    f"data.dataset={s.dataset}", "validation.enabled=false",
-                                   f"rm_update.negatives={s.negatives}"])
+                                   f"rm_update.negatives={s.negatives}",
+                                   # the update trains the layers the reward model was trained on
+                                   f"rm_update.train_layers={s.rm_train_layers}"])
     result = run(cfg, resume=False)
     _header(6, "report of the Cooper run (cooper report)")
     summary.add_cooper_run(result.output_dir, cfg.reward.mode, time.perf_counter() - t0)
@@ -337,7 +343,10 @@ def _write_mix(path: Path, s: DemoSettings) -> tuple[int, int]:
 
 def _train_rm(data_file: Path, rm_dir: Path, s: DemoSettings) -> RewardModel:
     rows = list(load_triples(data_file))
-    rm = RewardModel.load(DEFAULT_MODEL, max_length=s.rm_max_length, dtype="float32")
+    # the embedded model's first K layers: the suite's and the real completions' bars met in
+    # minutes, where the whole model's 30 needed about 8 (docs/reward_model.md)
+    base = DEFAULT_MODEL if s.rm_trunk is None else str(embedded.embedded_trunk(s.rm_trunk))
+    rm = RewardModel.load(base, max_length=s.rm_max_length, dtype="float32")
     train_bce(rm, rows, RMTrainConfig(lr=s.rm_lr, epochs=s.rm_epochs, seed=s.seed, holdout=0.0,
                                       train_layers=s.rm_train_layers))
     rm.save(rm_dir)
