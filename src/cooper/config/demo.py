@@ -18,9 +18,9 @@ class DemoSettings:
     out: str = "runs/demo"
     """folder for every artefact"""
     # the recipe's 2,000 rows (docs/reward_model.md, "The demo's reward model"): with 400 the
-    # model missed the bars in every seed; on the recipe's whole model 2,000 rows take about 8
-    # minutes to train alone, so the demo trains the embedded model's first 16 layers, the top
-    # 4 of them, for 3 epochs
+    # model missed the bars by far in every seed; on the recipe's whole model 2,000 rows take
+    # about 8 minutes to train alone, so the demo trains the embedded model's first 16 layers,
+    # the top 4 of them, for 3 epochs (about 5.5 minutes on 2 cores)
     rm_triples: int = 2000
     """labelled rows for the reward model, from ``cooper data build``'s default mix (half
     correct: gold solutions in several forms and the embedded model's verified completions;
