@@ -11,8 +11,7 @@ import torch
 from cooper.config.experiment import load_experiment, trunk_layers
 from cooper.data.problems import load_problems
 from cooper.errors import UserError
-from cooper.infra.embedded import embedded_trunk
-from cooper.infra.models import load_causal_lm
+from cooper.infra.models import embedded_trunk, load_causal_lm
 from cooper.rm.model import RewardModel
 from cooper.types import Triple
 

@@ -34,12 +34,10 @@ from cooper.config.engine import (
     read_preset,
 )
 from cooper.config.train import TrainConfig, load_config
-from cooper.infra.embedded import TRUNK_PREFIX  # setup.reward_model: embedded-trunk-K
+from cooper.infra.models import TRUNK_PREFIX  # setup.reward_model: embedded-trunk-K
 from cooper.infra.protocol import PAPER_TEMPERATURE, PAPER_TOP_P
 
 ARMS = ("rule", "rm", "cooper")  # the default arms: one per reward mode of the paper's table
-
-
 
 
 def trunk_layers(name: str | None) -> int | None:

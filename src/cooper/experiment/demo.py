@@ -60,7 +60,7 @@ from cooper.data.problems import load_problems
 from cooper.data.triples import load_triples
 from cooper.infra import embedded
 from cooper.infra.files import write_json
-from cooper.infra.models import DEFAULT_MODEL
+from cooper.infra.models import DEFAULT_MODEL, embedded_trunk
 from cooper.labelling.label import read_rows, sampled_completions, verifier_vote
 from cooper.report.run_report import METRICS_FILE, build_run_report
 from cooper.report.run_totals import headline, read_metrics, run_totals
@@ -345,7 +345,7 @@ def _train_rm(data_file: Path, rm_dir: Path, s: DemoSettings) -> RewardModel:
     rows = list(load_triples(data_file))
     # the embedded model's first K layers: the recipe's rows in about 5 minutes on 2 cores,
     # where the whole model's 30 need about 8 (docs/reward_model.md, "The demo's reward model")
-    base = DEFAULT_MODEL if s.rm_trunk is None else str(embedded.embedded_trunk(s.rm_trunk))
+    base = DEFAULT_MODEL if s.rm_trunk is None else str(embedded_trunk(s.rm_trunk))
     rm = RewardModel.load(base, max_length=s.rm_max_length, dtype="float32")
     train_bce(rm, rows, RMTrainConfig(lr=s.rm_lr, epochs=s.rm_epochs, seed=s.seed, holdout=0.0,
                                       train_layers=s.rm_train_layers))

@@ -42,8 +42,8 @@ from cooper.experiment.testbed import (
     build_tiny_models,
     tiny_arith_models,
 )
-from cooper.infra.embedded import embedded_trunk
 from cooper.infra.files import read_json, write_json
+from cooper.infra.models import embedded_trunk
 from cooper.report.experiment_layout import seed_dir, setup_dir
 from cooper.rm.model import RewardModel
 from cooper.rm.training import evaluate, train_bce

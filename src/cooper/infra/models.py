@@ -5,7 +5,7 @@ A model is named by one string, resolved in this order:
 1. ``smollm2-135m-instruct`` (the default): the embedded model, prepared on first use
    (see :mod:`cooper.infra.embedded`);
 2. ``embedded-trunk-K``: the embedded model cut to its first K decoder layers (built once in
-   the cache; a small reward model's base, :func:`cooper.infra.embedded.embedded_trunk`);
+   the cache; a small reward model's base, :func:`embedded_trunk`);
 3. a local Hugging Face folder (anything with a ``config.json``);
 4. a Hub id such as ``Qwen/Qwen2.5-1.5B-Instruct``: taken from the local Hugging Face cache, or
    downloaded when the Hub is reachable. With no Hub in reach the error names the offline
@@ -59,13 +59,13 @@ def resolve(name_or_path: str | os.PathLike = DEFAULT_MODEL, *, progress: bool =
     name = str(name_or_path)
     if name in (DEFAULT_MODEL, "default"):
         return embedded.prepare(progress=progress)
-    if name.startswith(embedded.TRUNK_PREFIX):
-        k = name[len(embedded.TRUNK_PREFIX):]
+    if name.startswith(TRUNK_PREFIX):
+        k = name[len(TRUNK_PREFIX):]
         if not k.isdigit() or int(k) < 1:
             raise ModelNotFoundError(
                 f"'{name}': the trunk's layer count must be a positive integer "
-                f"({embedded.TRUNK_PREFIX}16 is the embedded model's first 16 layers)")
-        return embedded.embedded_trunk(int(k))
+                f"({TRUNK_PREFIX}16 is the embedded model's first 16 layers)")
+        return embedded_trunk(int(k))
     path = Path(name).expanduser()
     if path.exists():
         if not (path / "config.json").is_file():
@@ -157,3 +157,44 @@ def load_sequence_classifier(name_or_path: str | os.PathLike = DEFAULT_MODEL, *,
                     "(%s, ...): is this the model you meant?", path, len(other), other[0])
     model.config.pad_token_id = tok.pad_token_id
     return model
+
+
+TRUNK_PREFIX = "embedded-trunk-"  # a model name: embedded-trunk-K, the first K layers
+
+
+def embedded_trunk(layers: int, *, source: str | os.PathLike | None = None,
+                   cache: Path | None = None) -> Path:
+    """The embedded model cut to its first ``layers`` decoder layers (its embeddings, tokenizer
+    and final norm kept; the LM head is dropped when a score head is put on it).
+
+    A reward model built on it starts from pretrained token and number representations, so it learns
+    to compare an answer with the reference from a few thousand triples, which a tiny model trained
+    from scratch does not (docs/experiment_history.md); and it scores a step's samples in about a
+    second on one CPU thread. Built once into the model cache (``source`` and ``cache``, for tests:
+    another causal LM folder, and where to keep its cut).
+    """
+    import tempfile
+
+    name = Path(source).name if source else embedded.EMBEDDED_NAME
+    target = (cache or embedded.cache_root() / "models") / f"{name}-first{layers}"
+    if (target / "config.json").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    src = Path(source) if source else embedded.prepare(progress=False)
+    with embedded._lock(target.parent / f".{target.name}.lock"):
+        if (target / "config.json").is_file():
+            return target
+        model = load_causal_lm(src, dtype="float32")
+        total = len(model.model.layers)
+        if layers > total:
+            raise UserError(f"{name} has {total} layers; ask for at most {total}")
+        model.model.layers = model.model.layers[:layers]
+        model.config.num_hidden_layers = layers
+        if getattr(model.config, "layer_types", None):  # newer configs list a type per layer
+            model.config.layer_types = model.config.layer_types[:layers]
+        with tempfile.TemporaryDirectory(dir=target.parent, prefix=".tmp-") as tmp:
+            build = Path(tmp) / "trunk"
+            model.save_pretrained(build)
+            load_tokenizer(src).save_pretrained(build)
+            build.rename(target)
+    return target
