@@ -50,6 +50,27 @@ def test_bfloat16_reward_model_updates_move_most_weights(tiny_models):
     assert all(0 < s < 1 for s in scores)
 
 
+def test_bfloat16_offline_training_moves_most_weights(tiny_models):
+    """`cooper rm train --dtype bfloat16`: the trained layers are float32 masters, as online."""
+    from cooper.config.rm import RMTrainConfig
+    from cooper.rm.training import train_bce
+    from cooper.types import LabelledTriple
+
+    rm = RewardModel.load(tiny_models.reward, dtype="bfloat16")
+    rm.train_top_layers(1)
+    before = trainable(rm)
+    rows = ([LabelledTriple(t, True, f"p{i}", "test") for i, t in enumerate(POS)]
+            + [LabelledTriple(t, False, f"n{i}", "test") for i, t in enumerate(NEG)])
+    train_bce(rm, rows, RMTrainConfig(lr=2e-5, epochs=2, batch_size=4, holdout=0.0,
+                                      train_layers=1), progress=False)
+    after = trainable(rm)
+    changed = sum(int((after[n] != before[n]).sum()) for n in before)
+    assert changed / sum(t.numel() for t in before.values()) > 0.5
+    dtypes = {n: p.dtype for n, p in rm.model.named_parameters()}
+    assert {dtypes[n] for n in before} == {torch.float32}
+    assert torch.bfloat16 in set(dtypes.values())  # the frozen layers stay in bfloat16
+
+
 def test_changed_fraction_is_zero_when_nothing_moves(tiny_models):
     rm = RewardModel.load(tiny_models.reward, dtype="float32")
     updater = PairwiseUpdater(rm, lr=1e-5)

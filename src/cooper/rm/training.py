@@ -174,6 +174,12 @@ def train_bce(rm: RewardModel, rows: Sequence[LabelledTriple], config: RMTrainCo
     torch.manual_seed(config.seed)
     rng = random.Random(config.seed)
     trainable = rm.train_top_layers(config.train_layers)
+    # a bfloat16 model's trained weights are stepped in float32 (master weights), as the online
+    # update's are (rm.update): at lr 2e-5 most bfloat16 weights would round back unchanged
+    cast = rm.keep_trainable_in_float32()
+    if cast:
+        log.info("%d trainable tensors kept in float32 (master weights); the forward runs in %s",
+                 cast, next(p.dtype for p in rm.model.parameters()))
     params = [p for p in rm.model.parameters() if p.requires_grad]
     optimizer = adamw(params, config.weight_decay, config.lr)
     encoded = [rm.encode(r.triple) for r in train]
