@@ -37,6 +37,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--negatives", default=d.negatives, choices=("assistant", "rollouts", "both"),
                    help="rm_update.negatives of the Cooper run (default: %(default)s; the "
                         "paper's: assistant)")
+    p.add_argument("--dtype", default=d.dtype, choices=("auto", "float32", "bfloat16"),
+                   help="precision of the reward model and the Cooper run: auto is bfloat16 "
+                        "where the CPU multiplies it in hardware (AVX512-BF16, AMX), else "
+                        "float32 (default: %(default)s)")
     p.add_argument("--seed", type=int, default=d.seed)
     p.set_defaults(func=_demo)
 
@@ -48,7 +52,7 @@ def _demo(args: argparse.Namespace) -> int:
     summary = run_demo(DemoSettings(out=args.out, steps=args.steps, rm_triples=args.rm_triples,
                                     rm_samples=args.rm_samples, rm_trunk=args.rm_trunk or None,
                                     dataset=args.dataset, negatives=args.negatives,
-                                    seed=args.seed))
+                                    dtype=args.dtype, seed=args.seed))
     print()
     print(summary.text())
     print(f"  every figure: {args.out}/summary.json")
