@@ -83,3 +83,19 @@ def test_the_demo_refuses_a_trunk_of_no_layers():
     assert DemoSettings(rm_trunk=4).rm_trunk == 4 and DemoSettings(rm_trunk=None).rm_trunk is None
     with pytest.raises(UserError, match="rm_trunk must be >= 1"):
         DemoSettings(rm_trunk=0)
+
+
+def test_the_demo_precision_auto_follows_the_cpu_and_names_are_kept(monkeypatch):
+    import pytest
+
+    from cooper.config.demo import DemoSettings
+    from cooper.errors import UserError
+    from cooper.experiment import demo
+
+    monkeypatch.setattr(demo, "cpu_bfloat16", lambda: True)
+    assert demo.compute_dtype("auto") == "bfloat16"
+    monkeypatch.setattr(demo, "cpu_bfloat16", lambda: False)
+    assert demo.compute_dtype("auto") == "float32"  # emulated bfloat16 is slower than float32
+    assert demo.compute_dtype("bfloat16") == "bfloat16"  # a name is taken as asked
+    with pytest.raises(UserError, match="dtype must be one of auto, float32, bfloat16"):
+        DemoSettings(dtype="float16")

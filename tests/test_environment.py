@@ -12,6 +12,7 @@ def test_environment_keys_and_versions():
     env = environment((*PACKAGES, "no-such-package-cooper"))
     assert {"date", "platform", "python", "cpu", "cpu_count", "torch_threads", "cuda",
             "versions"} <= set(env)
+    assert isinstance(env["cpu_bfloat16"], bool)  # what `cooper demo --dtype auto` picks by
     # date and time: results of one day are told apart (bench used to record the day only)
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", env["date"])
     # cooper-rl is the code that ran, not whichever copy is installed
