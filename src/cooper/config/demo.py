@@ -24,7 +24,7 @@ class DemoSettings:
     # model missed the bars by far in every seed; on the recipe's whole model 2,000 rows take
     # about 8 minutes to train in float32 on 2 cores, so the demo trains the embedded model's
     # first 24 layers, the top 4 of them, for 4 epochs, in bfloat16 where the CPU computes it
-    # natively (about 4 minutes on 2 cores)
+    # natively (faster than 3 epochs of them in float32; not yet timed on an idle machine)
     rm_triples: int = 2000
     """labelled rows for the reward model, from ``cooper data build``'s default mix (half
     correct: gold solutions in several forms and the embedded model's verified completions;
