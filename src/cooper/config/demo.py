@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 from cooper.errors import UserError
 
-
 DTYPES = ("auto", "float32", "bfloat16")
 
 
