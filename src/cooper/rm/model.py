@@ -297,8 +297,6 @@ class RewardModel:
             return
         self.share_prefixes = reason is None
         if reason is not None:
-            # in bfloat16 the two paths round differently (0.09-0.23 in a logit seen on the
-            # demo's 24 layers); the full passes are the model's own, so only speed is lost
             log.warning("reward model: scoring shared prefixes once does not reproduce full "
                         "forward passes (%s); running full forward passes (the same scores, "
                         "slower)", reason)
