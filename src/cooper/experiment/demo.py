@@ -60,6 +60,7 @@ from cooper.data.mix import build_mix, write_build
 from cooper.data.problems import load_problems
 from cooper.data.triples import load_triples
 from cooper.infra import embedded
+from cooper.infra.allocator import release_freed_memory
 from cooper.infra.environment import cpu_bfloat16
 from cooper.infra.files import write_json
 from cooper.infra.models import DEFAULT_MODEL, embedded_trunk
@@ -202,6 +203,7 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
                "real completions")
     summary.figures.update(_check(rm, s, out, "", stage))
     del rm
+    release_freed_memory()  # or the reward model's training peak stays resident under RL's
 
     _header(5, f"Cooper RL: {s.steps} steps of GRPO with an online-updated VerifyRM")
     t0 = time.perf_counter()
@@ -216,6 +218,7 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
                                    # the update trains the layers the reward model was trained on
                                    f"rm_update.train_layers={s.rm_train_layers}"])
     result = run(cfg, resume=False)
+    release_freed_memory()
     _header(6, "report of the Cooper run (cooper report)")
     summary.add_cooper_run(result.output_dir, cfg.reward.mode, time.perf_counter() - t0)
 
