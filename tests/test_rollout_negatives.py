@@ -219,3 +219,51 @@ def test_a_reward_model_that_is_updated_remembers_nothing():
     cooper = CooperReward.from_config(cfg, rm=ScoresByText({}), updater=RecordingUpdater(),
                                       verify=partial(verify_batch, mode="strict"))
     assert cooper.memo is None
+
+
+class CountingScores(ScoresByText):
+    def __init__(self, scores):
+        super().__init__(scores)
+        self.calls = 0
+
+    def score(self, triples, batch_size=16, **kw):
+        self.calls += 1
+        return super().score(triples, batch_size, **kw)
+
+    def raw_logits(self, triples, batch_size=16, **_):
+        return [0.0 for _ in triples]
+
+
+@pytest.mark.parametrize("mode", ["rule", "rm", "cooper"])
+def test_a_reward_model_that_only_watches_watches_every_nth_training_step(mode):
+    texts = {"so \\boxed{4}": 0.6, "so \\boxed{5}": 0.9}
+    cfg = load_config(None, [f"reward.mode={mode}", "reward.model=x",
+                             "rm_update.negatives=rollouts", "reward.monitor_every=3"])
+    rm = CountingScores(texts)
+    cooper = CooperReward.from_config(cfg, rm=rm, updater=RecordingUpdater(),
+                                      verify=partial(verify_batch, mode="strict"))
+    watched, measured = [], []
+    for step in range(7):
+        rollouts, stats, seconds = cooper.score(["p", "p"], ["q", "q"], ["4", "4"], list(texts),
+                                                step=step)
+        st = cooper.update()
+        watched.append(stats.rm_mean is not None)
+        measured.append(st is not None and st.pairs == 1)
+        # the verdicts (what pays in rule mode) are the same on every step
+        assert [r.correct for r in rollouts] == [True, False]
+        assert ("rm_score" in seconds) == watched[-1]
+    # rule mode: the reward model scores and the pairs are measured on steps 0, 3 and 6 only;
+    # where it pays (rm, cooper), every step, whatever monitor_every says
+    expected = [s % 3 == 0 for s in range(7)] if mode == "rule" else [True] * 7
+    assert watched == expected and measured == expected and rm.calls == sum(expected)
+    # validation (not training) is always scored
+    _, stats, _ = cooper.score(["p", "p"], ["q", "q"], ["4", "4"], list(texts), step=1,
+                               training=False)
+    assert stats.rm_mean is not None
+
+
+def test_monitor_every_must_be_positive():
+    from cooper.config.engine import ConfigError
+
+    with pytest.raises(ConfigError, match="reward.monitor_every must be >= 1"):
+        load_config(None, ["reward.mode=rule", "reward.monitor_every=0"]).validate()

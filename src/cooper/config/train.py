@@ -181,6 +181,9 @@ class RewardConfig:
     """reward-model input tokens (None: what it was trained with; the completion's end is kept)"""
     monitor: bool = True
     """in rule mode, also score with the reward model (weight 0) to log agreement and gap"""
+    monitor_every: int = 1
+    """in rule mode, score with the reward model on every Nth step only (1: every step): the
+    policy trains the same, its hacking curves have a point every N steps"""
 
 
 @dataclass
@@ -381,7 +384,8 @@ class TrainConfig:
                               "assistant.model=NAME")
         for key in ("max_steps", "policy.num_iterations", "rollout.prompts_per_step",
                     "rollout.samples_per_prompt", "rollout.micro_batch_size",
-                    "assistant.batch_size", "validation.samples", "validation.limit"):
+                    "assistant.batch_size", "validation.samples", "validation.limit",
+                    "reward.monitor_every"):
             if get_key(self, key) < 1:
                 raise ConfigError(f"{key} must be >= 1, got {get_key(self, key)}")
         if self.assistant.attempts_per_call < 0:

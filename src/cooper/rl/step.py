@@ -155,7 +155,7 @@ class CooperReward:
                  negatives: NegativeWriter | None = None, background: bool = False,
                  score_batch_size: int = 16, seed: int = 0,
                  collective: Collective | None = None, gold_judge: bool = False,
-                 verifier_is_gold: bool = False):
+                 verifier_is_gold: bool = False, monitor_every: int = 1):
         u = update
         uses_assistant = plan.stage2 is not Stage2.OFF and u.negatives != "rollouts"
         if plan.scores_with_rm and rm is None:
@@ -177,6 +177,9 @@ class CooperReward:
         self.collective = collective or SingleProcess()
         self.gold_judge = gold_judge  # also judge the rollouts with the testbed's gold judge
         self.verifier_is_gold = verifier_is_gold  # ``verify`` is the gold judge itself
+        # a reward model that only watches (rule mode) watches every Nth training step: what it
+        # computes never reaches the policy, so the policy trains exactly as with N = 1
+        self.monitor_every = monitor_every if plan.pays is Payer.VERIFIER else 1
         # an endpoint's negatives are written while the policy updates: Stage 2 then waits for
         # the policy's step instead of running right after Stage 1
         self.background = self.negatives is not None and background
@@ -193,7 +196,8 @@ class CooperReward:
         return cls(cfg.plan(), cfg.rm_update, background=cfg.background_negatives(),
                    score_batch_size=cfg.reward.score_batch_size, seed=cfg.seed,
                    gold_judge=cfg.validation.judge == "gold",
-                   verifier_is_gold=cfg.reward.verifier_mode == "gold", **parts)
+                   verifier_is_gold=cfg.reward.verifier_mode == "gold",
+                   monitor_every=cfg.reward.monitor_every, **parts)
 
     @property
     def pending(self) -> bool:
@@ -223,7 +227,7 @@ class CooperReward:
                         len(verdicts))
         # 2. the current reward model's probabilities (the reward in rm and cooper modes)
         scores: list[float | None] = [None] * len(completions)
-        if self.plan.scores_with_rm:
+        if self.plan.scores_with_rm and (not training or step % self.monitor_every == 0):
             t = time.perf_counter()
             # with the lower layers frozen, Stage 2 reuses what this pass computes below the
             # trained ones (PairwiseUpdater.keeping_states)
@@ -239,7 +243,7 @@ class CooperReward:
                                                     completions, verdicts, scores, strict=True)]
         # 3. the step's rollouts from every process, and this process's share of positives
         everyone = self.collective.gather_objects(rollouts)
-        if training and self.plan.stage2 is not Stage2.OFF:
+        if training and self.plan.stage2 is not Stage2.OFF and step % self.monitor_every == 0:
             self._prepare_stage2(everyone, step)
         stats = replace(rollout_stats(everyone), verifier_timeouts=timeouts)
         if self.gold_judge:  # what the rule missed, and whether the reward model sees it
