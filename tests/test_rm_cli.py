@@ -140,3 +140,23 @@ def test_eval_balance_keeps_every_rare_row_and_as_many_of_the_other(trained, cap
     code, _, stderr = _in_process(capsys, "rm", "eval", "--model", out, "--data", one_label,
                                   "--balance", "0")
     assert code != 0 and "both labels" in stderr
+
+
+def test_the_same_seed_trains_the_same_reward_model(tiny_models, tmp_path, capsys):
+    # the base is a causal LM: its score head is new, drawn at load, so --seed must fix it too
+    # (both runs in this process, whose generator has moved on between them)
+    from safetensors.torch import load_file
+
+    data = _write(tmp_path / "train.jsonl", 20, seed=1)
+    heads = []
+    for run in ("a", "b", "c"):
+        seed = "5" if run != "c" else "6"
+        code, _, _ = _in_process(capsys, "rm", "train", "--data", data, "--base",
+                                 tiny_models.policy, "--out", tmp_path / run, "--epochs", "1",
+                                 "--batch-size", "8", "--holdout", "0", "--seed", seed,
+                                 "--no-progress")
+        assert code == 0
+        weights = load_file(tmp_path / run / "model.safetensors")
+        heads.append({k: v for k, v in weights.items() if k.startswith("score.")})
+    assert heads[0] and all(heads[0][k].equal(heads[1][k]) for k in heads[0])
+    assert not all(heads[0][k].equal(heads[2][k]) for k in heads[0])  # another seed: another

@@ -97,6 +97,9 @@ def _train(args: argparse.Namespace) -> int:
                            warmup_ratio=args.warmup_ratio, holdout=args.holdout,
                            seed=args.seed, train_layers=args.train_layers)
     rows = load_rows(args, args.data, require_label=True)
+    import torch
+
+    torch.manual_seed(args.seed)  # a new score head is drawn at load: --seed fixes it too
     rm = RewardModel.load(args.base, trust_remote_code=args.trust_remote_code,
                           max_length=args.max_length, dtype=args.dtype)
     t0 = time.perf_counter()

@@ -51,6 +51,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from cooper.config.data_mix import DataMixConfig
 from cooper.config.demo import DemoSettings
 from cooper.config.rm import RMTrainConfig
@@ -364,6 +366,7 @@ def _train_rm(data_file: Path, rm_dir: Path, s: DemoSettings, dtype: str) -> Rew
     # 4 epochs of 24 layers train faster than 3 in float32 (docs/reward_model.md, "The demo's
     # reward model"); frozen layers stay in the dtype, the trained ones are float32 (train_bce)
     base = DEFAULT_MODEL if s.rm_trunk is None else str(embedded_trunk(s.rm_trunk))
+    torch.manual_seed(s.seed)  # the new score head is drawn at load: the seed fixes it too
     rm = RewardModel.load(base, max_length=s.rm_max_length, dtype=dtype)
     train_bce(rm, rows, RMTrainConfig(lr=s.rm_lr, epochs=s.rm_epochs, seed=s.seed, holdout=0.0,
                                       train_layers=s.rm_train_layers))
