@@ -66,19 +66,24 @@ def test_bench_step_times_an_experiment_presets_arms_on_its_setup(tmp_path):
             "--setup-only", *tiny)
     out = tmp_path / "arms.json"
     run_cli("bench", "step", "--preset", "hacking_cpu", "--setup", tmp_path / "exp" / "seed-0",
-            "--modes", "rule,cooper_rollouts", "--steps", "1", "--warmup", "1",
+            "--modes", "rule,cooper_rollouts", "--steps", "5", "--warmup", "1",
             "--threads", "1", "--out", out, "--markdown", tmp_path / "arms.md", *tiny)
     result = json.loads(out.read_text())
     assert list(result["modes"]) == ["rule", "cooper_rollouts"] and result["threads"] == 1
     for r in result["modes"].values():
-        per = r["per_step"][0]
-        assert r["policy_side_median_s"] == pytest.approx(
-            per["generation"] + per["logprobs"] + per["policy_update"], abs=1e-3)
-        assert r["rm_side_median_s"] == pytest.approx(
-            per["rm_score"] + per["negatives"] + per["rm_update"], abs=1e-3)
-    # the arms as the experiment runs them: the rule arm watches its reward model, the
-    # rollout arm updates it
-    assert result["modes"]["rule"]["stages_median_s"]["rm_score"] > 0
+        assert r["measured_steps"] == 5
+        assert r["policy_side_median_s"] == pytest.approx(statistics.median(
+            p["generation"] + p["logprobs"] + p["policy_update"] for p in r["per_step"]),
+            abs=1e-3)
+        assert r["rm_side_mean_s"] == pytest.approx(statistics.mean(
+            p["rm_score"] + p["negatives"] + p["rm_update"] for p in r["per_step"]), abs=1e-3)
+        assert r["step_mean_s"] == pytest.approx(statistics.mean(
+            p["step"] for p in r["per_step"]), abs=1e-3)
+    # the arms as the experiment runs them: the rule arm's reward model watches every 5th step
+    # (the training step of global step 5, the fifth measured), the rollout arm's is updated
+    rule = result["modes"]["rule"]
+    assert [p["rm_score"] > 0 for p in rule["per_step"]] == [False] * 4 + [True]
+    assert rule["stages_median_s"]["rm_score"] == 0 and rule["rm_side_mean_s"] > 0
     assert result["modes"]["cooper_rollouts"]["stages_median_s"]["rm_update"] > 0
     assert "reward model's side" in (tmp_path / "arms.md").read_text()
     bad = run_cli("bench", "step", "--preset", "hacking_cpu", "--modes", "nope", "--setup",

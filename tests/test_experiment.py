@@ -75,7 +75,10 @@ def test_experiment_runs_every_arm_resumes_and_reports(tmp_path):
         rows = records(folder / "metrics.jsonl")
         steps = [r for r in rows if "reward/rule_mean" in r]
         assert [r["step"] for r in steps] == [1, 2]
-        for r in steps:
+        # the rule arm's reward model only watches, every 5th step from the first
+        watched = [r for r in steps if "hacking/gap" in r]
+        assert [r["step"] for r in watched] == ([1] if arm == "rule" else [1, 2])
+        for r in watched:
             for key in ("hacking/gap", "rm/agreement", "reward/rm_mean"):
                 assert math.isfinite(r[key]), (arm, key, r)
         vals = [r for r in rows if "val/rm_probe_accuracy" in r]

@@ -212,6 +212,11 @@ def _summary(steps: list[dict], peak_mb: float, per_step: int) -> dict[str, Any]
             "step_median_s": statistics.median(r["perf/step"] for r in steps),
             "policy_side_median_s": side(POLICY_SIDE),
             "rm_side_median_s": side(RM_SIDE),
+            # what the run's wall time pays: a stage run every Nth step only (the rule arm's
+            # reward.monitor_every) shows in the mean, not in the median
+            "step_mean_s": statistics.mean(r["perf/step"] for r in steps),
+            "rm_side_mean_s": statistics.mean(sum(r.get(f"perf/{s}", 0.0) for s in RM_SIDE)
+                                              for r in steps),
             "generated_tokens_per_s": gen_tps,
             "mean_completion_tokens": statistics.mean(r["completions/mean_length"] for r in steps),
             "pairs_per_step": statistics.mean(r.get("rm/pairs", 0.0) for r in steps),
@@ -295,6 +300,8 @@ def markdown_table(result: dict[str, Any]) -> str:
         f"{result['modes'][m]['rm_side_median_s']:.2f}" for m in modes) + " |")
     rows.append("| **step** | " + " | ".join(f"**{result['modes'][m]['step_median_s']:.2f}**"
                                              for m in modes) + " |")
+    rows.append("| step, mean | " + " | ".join(f"{result['modes'][m]['step_mean_s']:.2f}"
+                                               for m in modes) + " |")
     rows.append("| generated tokens/s | " + " | ".join(
         f"{result['modes'][m]['generated_tokens_per_s']:.1f}" for m in modes) + " |")
     rows.append("| peak RSS (MB) | " + " | ".join(
