@@ -58,6 +58,10 @@ def test_the_reward_model_before_and_after_cooper_is_a_result_line():
     assert "3.0% -> 1.0% false positives (opener 10.0% -> 2.5%; worst kind after: units 5.0%)" in line
     assert "real completions 0.900 -> 0.800" in line  # worse is said as plainly as better
     assert "NOT" not in line and "trusted" not in line  # no bar on it
+    from cooper.experiment.demo import before_after
+
+    one = before_after(_figures(rate=0.03, worst=0.1), after, 1)
+    assert one.startswith("reward model before -> after Cooper's 1 update: ")
 
 
 def test_a_printed_verdict_keeps_every_word_whole():

@@ -323,7 +323,9 @@ def before_after(before: dict[str, Any], after: dict[str, Any], updates: int | N
     """What Cooper's updates did to the reward model, on the same checks: a result, no bar."""
     kind = before["suite_worst_kind"]
     kind_after = after.get("suite_kind_rates", {}).get(kind)
-    text = (f"reward model before -> after Cooper's {updates or 0} updates: robustness suite "
+    n = updates or 0
+    text = (f"reward model before -> after Cooper's {n} update{'' if n == 1 else 's'}: "
+            "robustness suite "
             f"{before['suite_false_positive_rate']:.1%} -> "
             f"{after['suite_false_positive_rate']:.1%} false positives ({kind} "
             f"{before['suite_worst_kind_rate']:.1%} -> "
