@@ -313,17 +313,22 @@ def test_a_loaded_machine_gives_the_same_verdicts_as_an_idle_one():
     assert expected[-1] == "timeout" and set(expected[:-1]) == {"correct", "wrong"}
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
             for _ in range(3 * (os.cpu_count() or 1))]
+    runs = []  # (verdicts, stats) of each loaded batch
     try:
         time.sleep(0.5)
-        with Verifier(workers=2) as loaded:
-            loaded.start()  # the workers' start is not what this measures
-            # a deadline far under what a starved worker needs for one parse
-            got = [v.reason for v in loaded.verify_batch(comps, refs, timeout_s=0.05,
-                                                         retry_timeout_s=5.0)]
-            stats = loaded.stats
+        # whether a check is starved is the scheduler's call: up to three batches for the premise
+        for _ in range(3):
+            with Verifier(workers=2) as loaded:
+                loaded.start()  # the workers' start is not what this measures
+                # a deadline far under what a starved worker needs for one parse
+                runs.append(([v.reason for v in loaded.verify_batch(
+                    comps, refs, timeout_s=0.05, retry_timeout_s=5.0)], loaded.stats))
+            if runs[-1][1].retries:
+                break
     finally:
         for h in hogs:
             h.kill()
             h.wait()
-    assert got == expected
-    assert stats.retries >= 1, "no check was starved: the load did not show (premise)"
+    assert all(got == expected for got, _ in runs)
+    assert runs[-1][1].retries >= 1, (f"no check was starved in {len(runs)} batches: the load "
+                                      "did not show (premise)")
