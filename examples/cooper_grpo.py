@@ -67,6 +67,9 @@ def main() -> None:
     trainer.save_model(f"{args.output_dir}/policy")
     if trainer.accelerator.is_main_process:
         cooper.rm.save(f"{args.output_dir}/reward_model")
+    cooper.close()
+    if torch.distributed.is_initialized():  # before exit, or its threads may abort the process
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
