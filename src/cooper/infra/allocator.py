@@ -46,6 +46,16 @@ def is_glibc() -> bool:
         return False
 
 
+def _glibc() -> ctypes.CDLL | None:
+    """glibc, where this process runs on it and it loads; else None."""
+    if not is_glibc():
+        return None
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+
+
 def keep_freed_memory() -> bool:
     """Tune glibc's ``malloc`` to reuse freed memory; True when it was done.
 
@@ -60,11 +70,8 @@ def keep_freed_memory() -> bool:
     if value not in ("", "1", "true", "yes", "on"):  # a typo must not pick a side silently
         raise UserError(f"{ENV}={os.environ[ENV]!r}: use 1 to keep freed memory for the next "
                         "step (the default) or 0 to leave malloc as it is")
-    if not is_glibc():
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
+    libc = _glibc()
+    if libc is None:
         return False
     # mallopt returns 1 on success; both together, or the faults come back through the other
     done = libc.mallopt(M_MMAP_MAX, 0) == 1 and libc.mallopt(M_TRIM_THRESHOLD, -1) == 1
@@ -80,10 +87,5 @@ def release_freed_memory() -> bool:
     objects are collected first. Elsewhere than glibc it does nothing.
     """
     gc.collect()
-    if not is_glibc():
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return False
-    return libc.malloc_trim(0) == 1
+    libc = _glibc()
+    return libc is not None and libc.malloc_trim(0) == 1
