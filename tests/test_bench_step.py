@@ -82,7 +82,9 @@ def test_bench_step_times_an_experiment_presets_arms_on_its_setup(tmp_path):
     # the arms as the experiment runs them: the rule arm's reward model watches every 5th step
     # (the training step of global step 5, the fifth measured), the rollout arm's is updated
     rule = result["modes"]["rule"]
-    assert [p["rm_score"] > 0 for p in rule["per_step"]] == [False] * 4 + [True]
+    # (per_step is rounded to the millisecond, which a tiny model's scoring can fall under; the
+    # unwatched steps log no scoring at all, so theirs is exactly 0, and the mean is unrounded)
+    assert [p["rm_score"] for p in rule["per_step"][:4]] == [0.0] * 4
     assert rule["stages_median_s"]["rm_score"] == 0 and rule["rm_side_mean_s"] > 0
     assert result["modes"]["cooper_rollouts"]["stages_median_s"]["rm_update"] > 0
     assert "reward model's side" in (tmp_path / "arms.md").read_text()
