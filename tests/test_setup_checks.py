@@ -119,6 +119,32 @@ def test_the_reward_model_trains_in_rounds_until_its_probe_bar(tmp_path, bar, ro
             check_probe(exp, last["probe_accuracy"], last["probe_auroc"], info["rounds"])
 
 
+def test_the_same_seed_trains_the_same_initial_reward_model_whatever_came_before(tmp_path):
+    """A base without a score head draws one at load, and torch's generator starts from another
+    seed in every process: each round seeds it, so two setups of one seed train the same reward
+    model wherever the generator stood before (here moved on by other draws), and another seed
+    trains another."""
+    import torch
+
+    from cooper.data.triples import load_triples
+    from cooper.experiment.setup import _train_initial_rm, _triples_file
+    from cooper.experiment.testbed import build_tiny_models
+    from cooper.rm.model import RewardModel
+
+    tiny = build_tiny_models(tmp_path / "tiny")  # its policy folder: a base with no score head
+    data = _triples_file(tmp_path / "train.jsonl", "arith_2x1", "train", 8, 0)
+    probe = load_triples(data).rows
+    heads = []
+    for k, (seed, before) in enumerate([(0, 123), (0, 456), (1, 123)]):
+        exp = exp_config("probe.min_accuracy=0.0", "rm_init.epochs=1", f"train.seed={seed}")
+        torch.manual_seed(before)
+        _train_initial_rm(exp, str(tiny.policy), data, probe, tmp_path / f"rm{k}")
+        model = RewardModel.load(tmp_path / f"rm{k}", dtype="float32").model
+        heads.append(model.score.weight.detach().clone())
+    assert torch.equal(heads[0], heads[1]), "the same seed trained another reward model"
+    assert not torch.equal(heads[0], heads[2]), "another seed trained the same reward model"
+
+
 def test_disturbing_the_reward_model_moves_every_weight_a_little(tmp_path):
     import torch
 

@@ -127,8 +127,10 @@ def _train_initial_rm(exp: ExperimentConfig, base: str, data: Path, probe: list[
     one machine: probe accuracy 0.50, AUROC 0.59, a reward model that scores everything alike).
     Each round after the first starts again from ``base`` with another score head and data
     order: continuing such a model for another round left it at chance (0.50, AUROC 0.58).
-    Round 1 is the recipe as before, so a seed that reaches the bar there is trained exactly as
-    it was without the bar. The last round's model is saved; the caller checks the bar.
+    Every round seeds torch before loading ``base``: a base without a score head (the embedded
+    trunk) draws a new one at load, and torch's generator starts from a different seed in every
+    process, so an unseeded round 1 trained a different head on every run of the same seed.
+    The last round's model is saved; the caller checks the bar.
     """
     import torch
 
@@ -138,8 +140,7 @@ def _train_initial_rm(exp: ExperimentConfig, base: str, data: Path, probe: list[
     rounds: list[dict[str, float]] = []
     for k in range(r.max_rounds):
         seed = exp.train.seed + k * ROUND_SEED_STEP
-        if k:
-            torch.manual_seed(seed)  # another score head where the base has none
+        torch.manual_seed(seed)  # the score head where the base has none: another each round
         rm = RewardModel.load(base, max_length=r.max_length, dtype="float32")
         if r.disturb:
             _disturb(rm.model, r.disturb, seed)
