@@ -98,6 +98,9 @@ def test_each_override_ran_in_a_tiny_run(tiny_models, tmp_path):
     assert recorded["scale_rewards"] == "group" and recorded["num_iterations"] == 1
     assert recorded["steps_per_generation"] == 2 and recorded["reward_weights"] == [1.0]
     assert not list(Path(out).glob("checkpoint-*/checkpoint-*")), "_get_output_dir not used"
+    # the run's config.yaml is itself a preset: it gives the run's settings back, record and all
+    again = yaml.safe_load(run_cli("train", "--config", out / "config.yaml", "--print-config").stdout)
+    assert again == yaml.safe_load((out / "config.yaml").read_text())
 
 
 @pytest.mark.parametrize("name", sorted(METHODS))
@@ -124,6 +127,27 @@ def test_print_config_shows_every_pinned_grpo_setting():
     assert grpo["scale_rewards"] == "none"  # from our setting, not TRL's default
     assert grpo["multi_objective_aggregation"] == "sum_then_normalize"
     assert grpo["reward_weights"] == [0.0, 1.0]  # the verifier column is logged, not optimised
+
+
+def test_an_edited_grpo_record_is_refused_not_silently_ignored(tmp_path):
+    """The grpo section of a run's config.yaml is derived from its settings and never read: a
+    file whose record differs from its own settings is refused, naming the value; settings
+    changed on the command line still apply, and the record follows them."""
+    printed = yaml.safe_load(run_cli("train", "--config", "demo_cpu", "reward.mode=rule",
+                                     "--print-config").stdout)
+    edited = {**printed, "grpo": {**printed["grpo"], "beta": 0.5}}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(edited))
+    proc = run_cli("train", "--config", path, "--print-config", check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "grpo.beta is 0.5" in proc.stderr and "cooper train --settings" in proc.stderr
+    path.write_text(yaml.safe_dump({**printed, "grpo": {**printed["grpo"], "bogus": 1}}))
+    assert "grpo.bogus is not a value" in run_cli("train", "--config", path, "--print-config",
+                                                  check=False).stderr
+    path.write_text(yaml.safe_dump(printed))  # as written: an override changes what TRL gets
+    out = yaml.safe_load(run_cli("train", "--config", path, "policy.kl_coef=0.25",
+                                 "--print-config").stdout)
+    assert out["policy"]["kl_coef"] == out["grpo"]["beta"] == 0.25
 
 
 @pytest.mark.parametrize("on", [False, True])

@@ -36,7 +36,7 @@ def _train(args: argparse.Namespace) -> int:
     import yaml
 
     from cooper.config import TrainConfig, get_key, load_config
-    from cooper.config.train import field_docs
+    from cooper.config.train import field_docs, recorded_grpo
 
     if args.settings:
         defaults = TrainConfig()
@@ -46,6 +46,11 @@ def _train(args: argparse.Namespace) -> int:
     # a bad row's error message names --skip-bad, so the flag must exist here too
     overrides = [*args.overrides, "data.skip_bad=true"] if args.skip_bad else args.overrides
     cfg = load_config(args.config, overrides)
+    recorded = recorded_grpo(args.config)
+    if recorded is not None:  # a run's config.yaml: its record must match its own settings
+        from cooper.rl.trainer import check_recorded_grpo
+
+        check_recorded_grpo(load_config(args.config), recorded, args.config)
     if args.print_config:
         from cooper.rl.trainer import pinned_grpo_settings
 

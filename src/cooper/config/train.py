@@ -428,14 +428,30 @@ class TrainConfig:
 
 # ------------------------------------------------------------------ loading
 
+# A run's config.yaml, like `cooper train --print-config`, records under this key the GRPO values
+# its settings give (cooper.rl.trainer.GRPO_PINNED). They are derived, not settings: a file read
+# back leaves them out, and `cooper train` checks them against its settings
+# (cooper.rl.trainer.check_recorded_grpo), so that an edit of the record is not silently lost.
+RECORD = "grpo"
+
+
 def load_config(preset: str | None = None, overrides: list[str] | None = None) -> TrainConfig:
-    """Defaults, then the preset's YAML (its ``base:`` chain resolved), then ``key=value``
-    overrides."""
+    """Defaults, then the preset's YAML (its ``base:`` chain resolved, a ``grpo:`` record left
+    out), then ``key=value`` overrides."""
     cfg = TrainConfig()
     if preset:
-        apply_settings(cfg, read_preset(preset_path(preset), preset_path))
+        settings = read_preset(preset_path(preset), preset_path)
+        settings.pop(RECORD, None)
+        apply_settings(cfg, settings)
     apply_settings(cfg, parse_overrides(overrides or []))
     return cfg
+
+
+def recorded_grpo(preset: str | None) -> dict[str, Any] | None:
+    """The ``grpo:`` record of a file that a run or ``--print-config`` wrote, if it has one."""
+    if not preset:
+        return None
+    return read_preset(preset_path(preset), preset_path).get(RECORD)
 
 
 def field_docs() -> dict[str, str]:

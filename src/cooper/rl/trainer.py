@@ -126,6 +126,35 @@ def pinned_grpo_settings(cfg: TrainConfig, num_processes: int = 1) -> dict[str, 
     return {k: kw[k] for k in GRPO_PINNED}
 
 
+def check_recorded_grpo(cfg: TrainConfig, recorded: Any, source: str) -> None:
+    """A file's ``grpo:`` record (a run's config.yaml, ``--print-config``) against what the
+    file's settings ``cfg`` give now.
+
+    TRL's values are always derived from the settings, never read from the record, so a value
+    that differs (a hand edit, or a file from another version of cooper) would be silently lost:
+    it is refused, naming the setting to change instead. ``steps_per_generation`` follows the
+    number of processes, which may differ from the recorded run's, and is not compared.
+    """
+    from cooper.config.engine import ConfigError
+
+    if not isinstance(recorded, dict):
+        raise ConfigError(f"{source}: 'grpo' should be the mapping a run records; delete it")
+    now = pinned_grpo_settings(cfg)
+    for key, value in recorded.items():
+        if key == "steps_per_generation":
+            continue
+        if key not in now:
+            raise ConfigError(f"{source}: grpo.{key} is not a value cooper records "
+                              f"({', '.join(now)}); delete it")
+        if value != now[key]:
+            raise ConfigError(
+                f"{source}: grpo.{key} is {value!r}, but the file's settings give {now[key]!r}. "
+                "The grpo section records what a run derived from its settings and is not "
+                "read: change the cooper setting it comes from (`cooper train --settings` lists "
+                "them) and delete the grpo section, or delete it to use these settings as "
+                "they are")
+
+
 def reward_weights(pays: Payer, scores_with_rm: bool) -> list[float]:
     """Weights of the reward columns ``[rule, reward_model]`` (or ``[rule]`` alone)."""
     if not scores_with_rm:
