@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from cooper.config.experiment import ExperimentConfig
-from cooper.config.train import Stage2
+from cooper.config.train import Payer, Stage2
 from cooper.errors import UserError
 from cooper.infra.allocator import keep_freed_memory
 from cooper.report.experiment_layout import seed_dir
@@ -69,11 +69,21 @@ def setup_threads(jobs: int, seeds: int) -> int:
 
 
 def longest_first(exp: ExperimentConfig, arms: list[str]) -> list[str]:
-    """``arms`` in the order they are started in workers: those that update the reward model
-    (the longest, Stage 2 being a forward and backward pass) first, then the others, each in the
-    given order. Started last, a long arm would run alone at the end while the other cores
-    wait."""
-    return sorted(arms, key=lambda a: exp.arm_train(a).plan().stage2 is not Stage2.UPDATE)
+    """``arms`` in the order they are started in workers, by the reward model's work in a step
+    (the policy's is the same in every arm): those that update it first (scoring, then a forward
+    and backward pass), then those that score with it every step, then a verifier-paid arm whose
+    reward model watches every Nth step, then one without a reward model; ties in the given
+    order. Started last, a long arm would run alone at the end while the other cores wait."""
+    def reward_model_work(arm: str) -> float:  # in scoring passes a step
+        cfg = exp.arm_train(arm)
+        plan = cfg.plan()
+        if plan.stage2 is Stage2.UPDATE:
+            return 3.0
+        if plan.pays is not Payer.VERIFIER:
+            return 1.0
+        return 1.0 / cfg.reward.monitor_every if cfg.reward.monitor else 0.0
+
+    return sorted(arms, key=lambda a: -reward_model_work(a))
 
 
 def run_stages(exp: ExperimentConfig, out: Path, stages: Stages, jobs: int = 1, *,
