@@ -13,14 +13,21 @@ model and its optimiser come back with the policy.
 """
 
 import argparse
+import os
 
-import torch
-from datasets import Dataset
-from trl import GRPOConfig, GRPOTrainer
+# oneMKL may change its thread count under load, and with it how sums round: fixed before torch
+# loads, a resumed run equals an uninterrupted one bit for bit on a busy machine too (asked for
+# later, from the reward function, it was not enough). `cooper train` does this itself.
+for name in ("MKL_DYNAMIC", "OMP_DYNAMIC"):
+    os.environ.setdefault(name, "FALSE")
 
-from cooper.data.problems import load_problems
-from cooper.data.prompts import prompt_messages
-from cooper.rl import CooperCallback, CooperRewardFunction
+import torch  # noqa: E402
+from datasets import Dataset  # noqa: E402
+from trl import GRPOConfig, GRPOTrainer  # noqa: E402
+
+from cooper.data.problems import load_problems  # noqa: E402
+from cooper.data.prompts import prompt_messages  # noqa: E402
+from cooper.rl import CooperCallback, CooperRewardFunction  # noqa: E402
 
 
 def main() -> None:

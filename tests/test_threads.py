@@ -40,3 +40,17 @@ def test_dynamic_threads_are_switched_off_for_this_process_and_its_children():
 def test_a_user_who_asks_for_dynamic_threads_keeps_them():
     before, after, _, mkl_dynamic, omp_dynamic = probe(MKL_DYNAMIC="TRUE")
     assert (before, after, mkl_dynamic, omp_dynamic) == ("False", "False", "TRUE", "FALSE")
+
+
+def test_torch_loaded_first_is_warned_about_with_the_fix():
+    """oneMKL told at run time was not enough in a user's script under load: a call that finds
+    torch loaded and MKL_DYNAMIC unset says how to set it before torch loads; set in time, none."""
+    late = "import torch\nfrom cooper.infra.threads import fixed_math_threads\nfixed_math_threads()"
+    env = cli_env()
+    env.pop("MKL_DYNAMIC", None)
+    proc = subprocess.run([sys.executable, "-c", late], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert proc.returncode == 0 and "MKL_DYNAMIC=FALSE python train.py" in proc.stderr
+    proc = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert proc.returncode == 0 and "MKL_DYNAMIC" not in proc.stderr

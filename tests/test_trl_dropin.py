@@ -84,11 +84,12 @@ def test_the_example_resumes_with_the_same_reward_model_and_optimiser(arith, uni
         shutil.copytree(uninterrupted / f"checkpoint-{n}", out / f"checkpoint-{n}")
     run_example(arith, out, "--resume")
     a, b = uninterrupted / "checkpoint-3", out / "checkpoint-3"
-    # The same steps' metrics, and the same weights and optimiser state up to float32 rounding:
-    # bit for bit in every run but one fresh CI run, where two tensors of the resumed update
-    # differed by one unit in the last place (9e-10 in the token embeddings) with every step's
-    # metrics identical; its cause is not found. A state not restored moves the weights by the
-    # order of the learning rate (1e-5 and more), far outside these bounds.
+    # The same steps' metrics, and the same weights and optimiser state up to float32 rounding.
+    # A fresh CI run once saw two tensors of the resumed update differ by one unit in the last
+    # place (9e-10), every metric identical: oneMKL changing its thread count under load, which
+    # the example now stops by setting MKL_DYNAMIC before torch loads (cooper.infra.threads).
+    # Bit for bit since, in every run made; a state not restored moves the weights by the order
+    # of the learning rate (1e-5 and more), far outside these bounds.
     def same(x: torch.Tensor, y: torch.Tensor) -> bool:
         return torch.allclose(x, y, rtol=1e-6, atol=1e-9)
 

@@ -15,6 +15,12 @@ starts, and switches oneMKL's dynamic adjustment off with ``MKL_Set_Dynamic(0)``
 already loaded (oneMKL reads the variable only when it starts). The ``cooper`` command calls it
 at start; :class:`~cooper.rl.trl_reward.CooperRewardFunction` calls it too, for a user's own
 TRL script. Elsewhere than a torch built with oneMKL it only sets the variables.
+
+That late call is not enough: the example TRL script (``examples/cooper_grpo.py``), resumed with
+two busy processes on the 2 cores, gave a reward model that differed from the uninterrupted
+run's in the last digits in 10 runs of 10 with torch loaded first, and in none of 4 with the
+variables set before torch loaded (as the example now does). So a call that finds torch loaded
+and ``MKL_DYNAMIC`` unset warns, saying how to set it in time.
 """
 
 from __future__ import annotations
@@ -33,6 +39,12 @@ def fixed_math_threads() -> bool:
     """Ask oneMKL and OpenMP not to change their thread counts at run time; True when oneMKL
     was told so directly (torch loaded, with oneMKL), False when only the variables were set
     (they take effect when oneMKL starts) or the user asked for dynamic threads."""
+    if "torch" in sys.modules and "MKL_DYNAMIC" not in os.environ:
+        log.warning("torch was loaded before MKL_DYNAMIC was set: oneMKL may still change its "
+                    "thread count under load, and a busy machine then rounds differently (a "
+                    "resumed run can differ from an uninterrupted one in the last digits). Set "
+                    "MKL_DYNAMIC=FALSE before torch loads: `MKL_DYNAMIC=FALSE python train.py`, "
+                    "or at the top of the script, as examples/cooper_grpo.py does")
     for name in VARIABLES:
         os.environ.setdefault(name, "FALSE")
     if os.environ["MKL_DYNAMIC"].strip().lower() not in ("false", "0", "no", "off"):
