@@ -84,22 +84,16 @@ def test_the_example_resumes_with_the_same_reward_model_and_optimiser(arith, uni
         shutil.copytree(uninterrupted / f"checkpoint-{n}", out / f"checkpoint-{n}")
     run_example(arith, out, "--resume")
     a, b = uninterrupted / "checkpoint-3", out / "checkpoint-3"
-    # The same steps' metrics, and the same weights and optimiser state up to float32 rounding.
-    # A fresh CI run once saw two tensors of the resumed update differ by one unit in the last
-    # place (9e-10), every metric identical: oneMKL changing its thread count under load, which
-    # the example now stops by setting MKL_DYNAMIC before torch loads (cooper.infra.threads).
-    # Bit for bit since, in every run made; a state not restored moves the weights by the order
-    # of the learning rate (1e-5 and more), far outside these bounds.
-    def same(x: torch.Tensor, y: torch.Tensor) -> bool:
-        return torch.allclose(x, y, rtol=1e-6, atol=1e-9)
-
+    # Bit for bit, on a busy machine too: a fresh CI run once saw two tensors differ by one unit
+    # in the last place (9e-10), every metric identical, from oneMKL changing its thread count
+    # under load; the example now sets MKL_DYNAMIC before torch loads (cooper.infra.threads).
     def logged(checkpoint: Path) -> list[dict]:  # every step's metrics but its timings
         return [{k: v for k, v in r.items() if not k.startswith("perf/") and k != "step_time"}
                 for r in log_history(checkpoint) if "loss" in r]
 
     assert logged(a) == logged(b) and len(logged(a)) == 3
     wa, wb = weights(a / "reward_model"), weights(b / "reward_model")
-    assert all(same(wa[k], wb[k]) for k in wa), "the resumed run's reward model differs"
+    assert all(wa[k].equal(wb[k]) for k in wa), "the resumed run's reward model differs"
     sa = torch.load(a / "reward_model_optimizer.pt", weights_only=True)
     sb = torch.load(b / "reward_model_optimizer.pt", weights_only=True)
     assert sa["steps"] == sb["steps"] >= 1, "updates counted across the resume"
@@ -107,7 +101,7 @@ def test_the_example_resumes_with_the_same_reward_model_and_optimiser(arith, uni
     assert oa and oa.keys() == ob.keys()
     for k in oa:
         for name, value in oa[k].items():
-            assert same(value.float(), ob[k][name].float()), f"optimiser state {k}.{name} differs"
+            assert torch.equal(value, ob[k][name]), f"optimiser state {k}.{name} differs"
 
 
 def test_resuming_from_a_checkpoint_without_the_reward_model_is_an_error(arith, uninterrupted,
