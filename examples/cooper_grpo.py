@@ -9,7 +9,8 @@ reference answer, a ``CooperRewardFunction`` in ``reward_funcs`` and a ``CooperC
 ``callbacks``. Everything else is TRL as usual. ``--reward-model`` is a folder from
 ``cooper rm train`` or any one-label sequence-classification checkpoint (such as the paper's
 released VerifyRM). Rerun with ``--resume`` to continue from the last checkpoint: the reward
-model and its optimiser come back with the policy.
+model and its optimiser come back with the policy. Under ``accelerate launch``, call
+``leave_process_group()`` after the function that built the trainer has returned.
 """
 
 import argparse
@@ -27,7 +28,7 @@ from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from cooper.data.problems import load_problems  # noqa: E402
 from cooper.data.prompts import prompt_messages  # noqa: E402
-from cooper.rl import CooperCallback, CooperRewardFunction  # noqa: E402
+from cooper.rl import CooperCallback, CooperRewardFunction, leave_process_group  # noqa: E402
 
 
 def main() -> None:
@@ -75,9 +76,10 @@ def main() -> None:
     if trainer.accelerator.is_main_process:
         cooper.rm.save(f"{args.output_dir}/reward_model")
     cooper.close()
-    if torch.distributed.is_initialized():  # before exit, or its threads may abort the process
-        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
     main()
+    # under accelerate launch, once the trainer is gone: ends the process group, which PyTorch
+    # asks for and which, left to exit or done while the trainer lives, can abort or hang
+    leave_process_group()

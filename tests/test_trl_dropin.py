@@ -154,7 +154,7 @@ def two_processes(arith, tmp_path_factory) -> Path:
            "--max-completion-length", "48", "--max-steps", "4", "--save-steps", "1",
            "--output-dir", str(out)]
     env = cli_env(MASTER_PORT=str(29500 + (os.getpid() + 7) % 1000))
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return out
 

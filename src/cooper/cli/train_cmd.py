@@ -58,22 +58,12 @@ def _train(args: argparse.Namespace) -> int:
         print(yaml.safe_dump({**cfg.to_dict(), "grpo": pinned_grpo_settings(cfg)},
                              sort_keys=False), end="")
         return 0
+    from cooper.infra.collective import leave_process_group
     from cooper.rl.runner import run
 
     result = run(cfg, resume=args.resume)
-    _leave_process_group()
+    # the trainer is out of reach now: under accelerate launch, end the process group (without
+    # it, or in the other order, a finished process can abort or hang at exit)
+    leave_process_group()
     print(f"trained {result.steps} steps in {result.seconds:.0f} s; run folder: {result.output_dir}")
     return 0
-
-
-def _leave_process_group() -> None:
-    """Under ``accelerate launch``, destroy the process group before the process exits.
-
-    Without it, gloo's worker threads can outlive the interpreter and abort a process that has
-    finished training ("terminate called without an active exception", SIGABRT), so the launcher
-    reports a failed run. PyTorch asks every trainer process to call this near the end of main.
-    """
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()

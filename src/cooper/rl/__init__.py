@@ -1,7 +1,8 @@
 """RL with Cooper: GRPO on TRL whose reward model is updated every step.
 
 In your own TRL script: :class:`CooperRewardFunction` (a TRL reward function) and
-:class:`CooperCallback` (:mod:`.trl_reward`). ``cooper train`` takes a
+:class:`CooperCallback` (:mod:`.trl_reward`), and :func:`leave_process_group` at the end of a
+multi-process run. ``cooper train`` takes a
 :class:`~cooper.config.train.TrainConfig`, a policy, problems and (in rm and cooper modes) a
 reward model, and runs GRPO through TRL's ``GRPOTrainer`` with that reward function. Every step,
 :mod:`.step` (the Cooper step, numbered as ``docs/method.md`` "One Cooper step") verifies and scores
@@ -20,6 +21,7 @@ import importlib
 _EXPORTS = {"CooperReward": "cooper.rl.step", "Stage2Stats": "cooper.rl.step",
             "CooperRewardFunction": "cooper.rl.trl_reward",
             "CooperCallback": "cooper.rl.trl_reward",
+            "leave_process_group": "cooper.infra.collective",
             "TrainResult": "cooper.rl.runner", "run": "cooper.rl.runner",
             "CooperTrainer": "cooper.rl.trainer"}
 __all__ = sorted(_EXPORTS)
