@@ -8,7 +8,8 @@
 # 2. OUT/gpu_tests.txt: the gpu test tier (tests/test_gpu.py): a bfloat16 Cooper step with
 #    rollout negatives through `cooper train`, and the TRL drop-in example;
 # 3. OUT/step_tiny_bf16.json and .md: `cooper bench step` of the rule, fixed-RM and Cooper modes
-#    (rollout negatives) on the shipped tiny testbed models in bfloat16, with cooper_over_rm;
+#    (rollout negatives) on the shipped tiny testbed models in bfloat16, with cooper_over_rm,
+#    after 6 warm-up steps (on an H100 the first few steps took 0.5-3 s, later ones 0.2-0.3 s);
 # 4. with more than one GPU, OUT/example_multi_gpu.txt: the example under `accelerate launch`,
 #    one process per GPU.
 # Without CUDA the gpu tests skip and say so, and the benchmark runs on the CPU. It needs the
@@ -34,7 +35,7 @@ step "gpu tests"
 step "step benchmark"
 ARITH=$("$PY" -c "from cooper.experiment.testbed import tiny_arith_models
 print(tiny_arith_models())") || failed=1
-"$PY" -m cooper bench step --preset demo_cpu --steps 6 --warmup 2 --repeats 2 \
+"$PY" -m cooper bench step --preset demo_cpu --steps 10 --warmup 6 --repeats 2 \
     --rm "$ARITH/reward" --out "$OUT/step_tiny_bf16.json" --markdown "$OUT/step_tiny_bf16.md" \
     "policy.model=$ARITH/policy" data.dataset=arith_small data.split=train data.limit=64 \
     rollout.prompts_per_step=4 rollout.samples_per_prompt=8 rollout.micro_batch_size=32 \
