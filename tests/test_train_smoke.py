@@ -126,7 +126,7 @@ def test_two_processes_keep_identical_reward_models(arith, tmp_path):
            "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
            "--dynamo_backend", "no", "-m", "cooper", *args]
     env = cli_env(MASTER_PORT=str(29500 + os.getpid() % 1000))
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     replicas = json.loads((out / "rm_replicas.json").read_text())
     assert replicas["processes"] == 2 and replicas["identical"]
