@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # The GPU check: one command that exercises the GPU code paths and times a step on a CUDA machine,
-# in about 5 minutes on one H100 (docs/benchmarks.md, "On a GPU").
+# in about 4 minutes on one H100 (docs/benchmarks.md, "On a GPU").
 #
 #   bash tools/gpu_check.sh [OUT]          # OUT defaults to runs/gpu-check
 #
 # 1. OUT/machine.json: the device, Python and package versions;
 # 2. OUT/gpu_tests.txt: the gpu test tier (tests/test_gpu.py): a bfloat16 Cooper step with
 #    rollout negatives through `cooper train`, and the TRL drop-in example;
-# 3. OUT/step_tiny_bf16.json and .md: `cooper bench step` of the rule, fixed-RM and Cooper modes
-#    (rollout negatives) on the shipped tiny testbed models in bfloat16, with cooper_over_rm,
-#    after 6 warm-up steps (on an H100 the first few steps took 0.5-3 s, later ones 0.2-0.3 s);
+# 3. OUT/step_tiny_bf16.json and .md (its log: bench_log.txt): `cooper bench step` of the
+#    rule, fixed-RM and Cooper modes (rollout negatives) on the shipped tiny testbed models in
+#    bfloat16, with cooper_over_rm, after 6 warm-up steps (on an H100 the first few steps took 0.5-3 s, later ones 0.2-0.3 s);
 # 4. with more than one GPU, OUT/example_multi_gpu.txt: the example under `accelerate launch`,
 #    one process per GPU.
 # Without CUDA the gpu tests skip and say so, and the benchmark runs on the CPU. It needs the
@@ -26,7 +26,8 @@ step() { echo "== $1 ($(date +%T))"; }
 
 step "machine"
 "$PY" -c "import json; from cooper.infra.environment import environment
-print(json.dumps(environment(), indent=1))" | tee "$OUT/machine.json" || failed=1
+print(json.dumps(environment(), indent=1))" | tee "$OUT/machine.json"
+[ "${PIPESTATUS[0]}" -eq 0 ] || failed=1
 
 step "gpu tests"
 "$PY" -m pytest -m gpu -q -rs -p no:cacheprovider tests/test_gpu.py 2>&1 | tee "$OUT/gpu_tests.txt"
@@ -40,9 +41,9 @@ print(tiny_arith_models())") || failed=1
     "policy.model=$ARITH/policy" data.dataset=arith_small data.split=train data.limit=64 \
     rollout.prompts_per_step=4 rollout.samples_per_prompt=8 rollout.micro_batch_size=32 \
     rollout.max_completion_length=48 reward.max_length=256 rm_update.negatives=rollouts \
-    rm_update.train_layers=none \
-    policy.dtype=bfloat16 validation.enabled=false policy.lr=0 2>&1 | tail -n 40
-[ "${PIPESTATUS[0]}" -eq 0 ] || failed=1
+    rm_update.train_layers=none policy.dtype=bfloat16 validation.enabled=false policy.lr=0 \
+    > "$OUT/bench_log.txt" 2>&1 || { failed=1; tail -n 30 "$OUT/bench_log.txt"; }
+cat "$OUT/step_tiny_bf16.md" 2>/dev/null
 
 gpus=$("$PY" -c "import torch; print(torch.cuda.device_count())")
 if [ "${gpus:-0}" -gt 1 ]; then
