@@ -9,7 +9,8 @@
 #    rollout negatives through `cooper train`, and the TRL drop-in example;
 # 3. OUT/step_tiny_bf16.json and .md (its log: bench_log.txt): `cooper bench step` of the
 #    rule, fixed-RM and Cooper modes (rollout negatives) on the shipped tiny testbed models in
-#    bfloat16, with cooper_over_rm, after 6 warm-up steps (on an H100 the first few steps took 0.5-3 s, later ones 0.2-0.3 s);
+#    bfloat16, with cooper_over_rm, after 6 warm-up steps (on an H100 the first few steps
+#    took 0.5-3 s, later ones 0.2-0.3 s);
 # 4. with more than one GPU, OUT/example_multi_gpu.txt: the example under `accelerate launch`,
 #    one process per GPU.
 # Without CUDA the gpu tests skip and say so, and the benchmark runs on the CPU. It needs the
