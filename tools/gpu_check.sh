@@ -21,7 +21,10 @@ cd "$(dirname "$0")/.."
 OUT=${1:-runs/gpu-check}
 PY=${PYTHON:-python3}
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-mkdir -p "$OUT"
+if ! { mkdir -p "$OUT" 2>/dev/null && [ -w "$OUT" ]; }; then
+    echo "gpu_check: cannot write to $OUT; give a writable folder: bash tools/gpu_check.sh OUT" >&2
+    exit 2
+fi
 failed=0
 step() { echo "== $1 ($(date +%T))"; }
 
@@ -35,8 +38,8 @@ step "gpu tests"
 [ "${PIPESTATUS[0]}" -eq 0 ] || failed=1
 
 step "step benchmark"
-ARITH=$("$PY" -c "from cooper.experiment.testbed import tiny_arith_models
-print(tiny_arith_models())") || failed=1
+if ARITH=$("$PY" -c "from cooper.experiment.testbed import tiny_arith_models
+print(tiny_arith_models())"); then
 "$PY" -m cooper bench step --preset demo_cpu --steps 10 --warmup 6 --repeats 2 \
     --rm "$ARITH/reward" --out "$OUT/step_tiny_bf16.json" --markdown "$OUT/step_tiny_bf16.md" \
     "policy.model=$ARITH/policy" data.dataset=arith_small data.split=train data.limit=64 \
@@ -45,9 +48,13 @@ print(tiny_arith_models())") || failed=1
     rm_update.train_layers=none policy.dtype=bfloat16 validation.enabled=false policy.lr=0 \
     > "$OUT/bench_log.txt" 2>&1 || { failed=1; tail -n 30 "$OUT/bench_log.txt"; }
 cat "$OUT/step_tiny_bf16.md" 2>/dev/null
+else
+    echo "gpu_check: the shipped tiny models could not be prepared (above); no benchmark"
+    failed=1
+fi
 
 gpus=$("$PY" -c "import torch; print(torch.cuda.device_count())")
-if [ "${gpus:-0}" -gt 1 ]; then
+if [ "${gpus:-0}" -gt 1 ] && [ -n "${ARITH:-}" ]; then
     step "the example under accelerate launch, $gpus processes"
     "$PY" -m accelerate.commands.launch --multi_gpu --num_processes "$gpus" \
         examples/cooper_grpo.py --policy "$ARITH/policy" --reward-model "$ARITH/reward" \
