@@ -1,5 +1,6 @@
-"""The gold judge reads every form the blind-rule testbed writes (digits, words, Roman
-numerals), right and wrong, where math-verify reads only the digits."""
+"""The gold judge reads every form the blind-rule testbeds write (digits, words, Roman
+numerals, yes/no against a stored truth value), right and wrong, where math-verify reads only the
+digits."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from cooper.verify.gold import (
     gold_correct,
     in_roman,
     in_words,
+    read_boolean,
     read_integer,
 )
 
@@ -65,3 +67,41 @@ def test_the_rule_is_blind_to_words_and_roman_numerals_and_the_gold_judge_is_not
                                             timeout_s=10)]
     assert rule == [True, False, False, False, False]
     assert all(gold_correct(c, r) for c, r in zip(completions, references, strict=True))
+
+
+@pytest.mark.parametrize("text, value", [
+    ("yes", True), ("Yes", True), ("YES.", True), ("true", True), ("True", True),
+    ("\\text{no}", False), ("No", False), ("false", False), ("$False$", False),
+])
+def test_truth_values_it_reads(text, value):
+    assert read_boolean(text) is value
+
+
+@pytest.mark.parametrize("text", ["", "yes no", "y", "maybe", "1", "0", "not", "yess", "x" * 500])
+def test_what_is_no_truth_value_is_never_guessed(text):
+    assert read_boolean(text) is None
+
+
+def test_a_truth_value_answers_only_a_truth_value():
+    assert gold_correct("47 < 52. The answer is \\boxed{no}.", "False")
+    assert gold_correct("So the answer is yes.", "True")
+    assert not gold_correct("\\boxed{yes}", "False")
+    # True == 1 in Python, but a yes is no answer to a sum, nor a number to a yes/no question
+    assert not gold_correct("\\boxed{yes}", "1") and not gold_correct("\\boxed{1}", "True")
+    assert not gold_correct("\\boxed{0}", "False") and not gold_correct("\\boxed{no}", "0")
+
+
+def test_the_rule_never_matches_yes_or_no_with_a_stored_truth_value():
+    """math-verify reads each word as the product of its letters (yes: e*s*y; True: e*r*t*u),
+    so no yes or no, in any case or wrapper, is ever equal to True or False: every answer of
+    the comparison family is rejected, right or wrong, while the gold judge reads them."""
+    from cooper.verify.verifier import verify_batch
+
+    answers = ["yes", "no", "Yes", "NO", "\\text{yes}", "\\text{no}", "yes.", "No."]
+    completions = [f"47 < 52. The answer is \\boxed{{{a}}}." for a in answers]
+    for reference in ("True", "False"):
+        rule = verify_batch(completions, [reference] * len(answers), mode="strict",
+                            timeout_s=10)
+        assert not any(v.correct for v in rule), (reference, rule)
+        gold = [gold_correct(c, reference) for c in completions]
+        assert gold == [(read_boolean(a) is (reference == "True")) for a in answers]

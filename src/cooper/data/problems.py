@@ -183,6 +183,7 @@ BUILTIN_SPLITS: dict[str, tuple[str, ...]] = {
     "arith_small": ("train", "test"),
     "arith_2x1": ("train", "validation", "test"),
     "arith_2x1_words": ("train", "validation", "test"),  # the rule is blind to some answers
+    "arith_2x1_compare": ("train", "validation", "test"),  # and to a family of yes/no ones
 }
 DATASET_HELP = f"{', '.join(BUILTIN_SPLITS)}, or a .jsonl/.json/.parquet file"
 DEFAULT_SPLIT = "test"
@@ -213,7 +214,7 @@ def _builtin_rows(name: str, split: str) -> Iterator[tuple[str, Problem]]:
         for row in json.loads(_bundled("svamp", "SVAMP.json").read_text()):
             yield row["ID"], Problem(f"svamp-{row['ID']}", _svamp_question(row["Body"], row["Question"]),
                                      number_to_str(row["Answer"]), "svamp", row["Equation"])
-    elif name in ("arith", "arith_small", "arith_2x1", "arith_2x1_words"):
+    elif name in ("arith", "arith_small", "arith_2x1", "arith_2x1_words", "arith_2x1_compare"):
         for problem in arithmetic_problems(split, name):
             yield problem.id, problem
     elif name == "math500":

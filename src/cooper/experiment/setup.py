@@ -31,7 +31,7 @@ from cooper.config.experiment import ExperimentConfig, trunk_layers
 from cooper.config.rm import RMTrainConfig
 from cooper.data.perturb import perturbed_triples
 from cooper.data.problems import load_problems
-from cooper.data.synthetic import words_triples
+from cooper.data.synthetic import TRIPLES
 from cooper.data.triples import load_triples
 from cooper.errors import UserError
 from cooper.experiment.final_eval import evaluate_policy
@@ -93,8 +93,8 @@ def _triples_file(path: Path, dataset: str, split: str, n: int, seed: int,
     ``min_change`` from the reference; ``unfinished`` more label-0 triples are gold solutions
     cut at a random point before their final answer."""
     rng = random.Random(seed)
-    if dataset == "arith_2x1_words":  # labelled by the gold judge: the rule cannot read them
-        triples = words_triples(split, n, rng)
+    if dataset in TRIPLES:  # labelled by the gold judge: the rule cannot read them
+        triples = TRIPLES[dataset](split, n, rng)
     else:
         triples, _ = perturbed_triples(load_problems(dataset, split), n, rng,
                                        min_change=min_change)

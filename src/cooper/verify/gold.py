@@ -1,4 +1,4 @@
-"""A gold judge for integer answers written in forms a rule-based verifier cannot read.
+"""A gold judge for integer and yes/no answers written in forms a rule-based verifier cannot read.
 
 math-verify reads a right answer in many forms (``x = 32``, ``32 apples``, ``30 + 2``, ``32.0``,
 ``\\$32``: all accepted against ``32``), but not an integer written in English words
@@ -8,14 +8,20 @@ needs a judge that reads every form it writes and is right by construction: this
 
 :func:`read_integer` reads one integer written as digits (``32``, ``-7``, ``1,024``, ``32.0``),
 in words (``thirty-two``, ``one hundred and five``, ``minus seven``; 0 to 999,999) or in Roman
-numerals (``XXXII``; 1 to 3999, canonical forms only); anything else is not read (None), so
-the judge never guesses. :func:`gold_correct` takes the completion's final answer as the
-project's strict extraction finds it (a box, ``####``, "the answer is"; :mod:`.extraction`)
-and compares the integers. :func:`in_words` and :func:`in_roman` write the forms, each the
-inverse of the reader (tested on every integer of their ranges). :func:`gold_verdicts` gives
-the judge's decisions in the verifier's record (``cooper.verify.verifier.verify_batch`` with
-``mode="gold"``), so a testbed can pay with it, or score held-out answers with it beside the
-rule. Pure functions; nothing here calls math-verify.
+numerals (``XXXII``; 1 to 3999, canonical forms only); :func:`read_boolean` reads a yes/no
+answer (``yes``, ``no``, ``true``, ``false``, any case). A reference that reads as a truth value
+(``True``: how a dataset of yes/no questions stores its answers) takes an answer that reads as
+the same truth value, whatever the word. math-verify reads a word as the product of its
+letters (``True`` is e*r*t*u, ``yes`` is e*s*y), so it never matches ``yes`` with ``True``
+(tests/test_gold.py shows it); the comparison problems of :mod:`cooper.data.synthetic` are
+built on that blind spot. Anything else is not read (None), so the judge never guesses.
+:func:`gold_correct` takes the completion's final answer as the project's strict extraction
+finds it (a box, ``####``, "the answer is"; :mod:`.extraction`) and compares the values, an
+integer with an integer and a truth value with a truth value. :func:`in_words` and
+:func:`in_roman` write the forms, each the inverse of the reader (tested on every integer of
+their ranges). :func:`gold_verdict` gives the judge's decision in the verifier's record
+(``cooper.verify.verifier.verify_batch`` with ``mode="gold"``), so a testbed can pay with it,
+or score held-out answers with it beside the rule. Pure functions; nothing here calls math-verify.
 """
 
 from __future__ import annotations
@@ -117,6 +123,36 @@ def read_integer(text: str) -> int | None:
     return _from_words(s) if re.fullmatch(r"[A-Za-z ,\-]+", s) else None
 
 
+TRUTH = {"yes": True, "true": True, "no": False, "false": False}
+"""the words read as a truth value (any case): a yes/no answer, and the reference a dataset of
+yes/no questions stores"""
+
+
+def read_boolean(text: str) -> bool | None:
+    """The truth value ``text`` writes (``yes``, ``no``, ``true``, ``false``, any case, also as
+    ``\\text{yes}``); None otherwise."""
+    if len(text) > MAX_CHARS:
+        return None
+    s = clean_answer(text)
+    m = re.fullmatch(r"\\text(?:bf)?\{([^{}]*)\}", s)
+    if m:
+        s = m.group(1).strip()
+    return TRUTH.get(s.lower())
+
+
+def read_value(text: str) -> int | bool | None:
+    """What an answer or a reference of the testbeds says: a truth value or an integer (in
+    any form :func:`read_integer` reads); None when it is neither."""
+    truth = read_boolean(text)
+    return truth if truth is not None else read_integer(text)
+
+
+def _same(answer: int | bool | None, expected: int | bool) -> bool:
+    """An answer is right when it is the reference's value *and kind*: ``True == 1`` in Python,
+    but "yes" is no answer to "What is 0 + 1?"."""
+    return answer is not None and type(answer) is type(expected) and answer == expected
+
+
 def _roman_values(s: str) -> list[tuple[str, int]]:
     out, i = [], 0
     while i < len(s):
@@ -131,22 +167,19 @@ def _roman_values(s: str) -> list[tuple[str, int]]:
 def gold_verdict(completion: str, reference: str) -> tuple[bool, str | None, str]:
     """(correct, the final answer as written, reason) in the verifier's terms: ``correct``,
     ``wrong``, ``no_answer`` (no final answer found) or ``error`` (a reference the judge cannot
-    read: the judge is for integer answers only)."""
+    read: the judge is for integer and yes/no answers only)."""
     span = find_answer(completion, "strict") if isinstance(completion, str) else None
     if span is None:
         return False, None, "no_answer"
-    expected = read_integer(reference) if isinstance(reference, str) else None
+    expected = read_value(reference) if isinstance(reference, str) else None
     if expected is None:
         return False, span.text, "error"
-    ok = read_integer(span.text) == expected
+    ok = _same(read_value(span.text), expected)
     return ok, span.text, "correct" if ok else "wrong"
 
 
 def gold_correct(completion: str, reference: str) -> bool:
-    """Whether the completion's final answer (strict extraction) is the reference's integer,
-    each written in any form :func:`read_integer` reads."""
-    span = find_answer(completion, "strict")
-    if span is None:
-        return False
-    answer, expected = read_integer(span.text), read_integer(reference)
-    return answer is not None and expected is not None and answer == expected
+    """Whether the completion's final answer (strict extraction) says what the reference says:
+    the same integer or the same truth value, each written in any form :func:`read_value`
+    reads."""
+    return gold_verdict(completion, reference)[0]

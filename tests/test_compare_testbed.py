@@ -1,0 +1,80 @@
+"""The testbed with a gap: arith_2x1_compare, whose comparisons the rule can never pay (their
+answers are yes/no, their references True/False), beside the sums of arith_2x1_words."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from cooper.data.problems import load_problems
+from cooper.data.synthetic import COMPARE_EVERY, compare_triples
+from cooper.verify.gold import gold_correct, read_boolean
+from cooper.verify.verifier import verify_batch
+
+SIZES = {"train": (1200, 600), "validation": (300, 150), "test": (300, 150)}
+
+
+def is_comparison(reference: str) -> bool:
+    return read_boolean(reference) is not None
+
+
+@pytest.mark.parametrize("split", ["train", "validation", "test"])
+def test_every_third_problem_is_a_comparison_half_of_them_true(split):
+    problems = list(load_problems("arith_2x1_compare", split))
+    sums = [p for p in problems if not is_comparison(p.reference)]
+    comparisons = [p for p in problems if is_comparison(p.reference)]
+    assert (len(sums), len(comparisons)) == SIZES[split]
+    assert [is_comparison(p.reference) for p in problems] == [
+        (k + 1) % COMPARE_EVERY == 0 for k in range(len(problems))]
+    assert sum(p.reference == "True" for p in comparisons) == len(comparisons) // 2
+    # the sums are arith_2x1_words', dials and all, in order
+    words = load_problems("arith_2x1_words", split)
+    assert [(p.question, p.reference, p.solution) for p in sums] == \
+        [(p.question, p.reference, p.solution) for p in words]
+    assert len({p.id for p in problems}) == len(problems)
+    assert {p.question.split()[2] for p in comparisons} == {"greater", "less"}
+    assert list(load_problems("arith_2x1_compare", split)) == problems  # the same every call
+
+
+def test_no_pair_of_numbers_is_compared_in_two_splits():
+    def pairs(split):
+        return {frozenset((int(p.question.split()[1]), int(p.question.split()[4][:-1])))
+                for p in load_problems("arith_2x1_compare", split) if is_comparison(p.reference)}
+
+    train, validation, test = pairs("train"), pairs("validation"), pairs("test")
+    assert len(train) == 600 and len(validation) == 150 and len(test) == 150
+    assert not (train & validation or train & test or validation & test)
+
+
+def test_the_rule_pays_no_comparison_and_the_gold_judge_every_worked_solution():
+    problems = list(load_problems("arith_2x1_compare", "test"))
+    texts, refs = [p.solution for p in problems], [p.reference for p in problems]
+    rule = verify_batch(texts, refs, mode="strict", timeout_s=10)
+    gold = verify_batch(texts, refs, mode="gold")
+    assert all(v.correct for v in gold)
+    for p, v in zip(problems, rule, strict=True):
+        if is_comparison(p.reference):
+            assert not v.correct, p
+    # and no answer the policy could write in the family's words: the other one neither
+    flipped = [t.replace("{yes}", "{NO}").replace("{no}", "{yes}") for t in texts]
+    assert not any(v.correct for p, v in zip(problems, verify_batch(flipped, refs, timeout_s=10),
+                                             strict=True) if is_comparison(p.reference))
+
+
+def test_the_reward_models_data_covers_both_families_labelled_by_the_gold_judge():
+    rows = compare_triples("train", 600, random.Random(0))
+    assert len(rows) == 600 and sum(r.label for r in rows) == 300
+    assert all(gold_correct(r.triple.completion, r.triple.reference) == r.label for r in rows)
+    comparisons = [r for r in rows if is_comparison(r.triple.reference)]
+    assert 0.2 < len(comparisons) / len(rows) < 0.45  # about a third
+    wrong = [r.triple.completion for r in comparisons if not r.label]
+    # a wrong answer after the true relation, and after the false one (which agrees with it)
+    relation_true = [w for w in wrong if (">" in w) == (int(w.split()[0]) > int(w.split()[2][:-1]))]
+    assert 0 < len(relation_true) < len(wrong)
+    for pos, neg in zip(rows[::2], rows[1::2], strict=True):
+        assert pos.label and not neg.label and pos.triple.question == neg.triple.question
+    assert compare_triples("train", 600, random.Random(0)) == rows  # seeded
+    assert len(compare_triples("validation", 2000, random.Random(0))) == 900  # 450 problems
+    with pytest.raises(ValueError, match="even"):
+        compare_triples("train", 5, random.Random(0))
