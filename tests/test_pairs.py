@@ -100,7 +100,7 @@ def test_gap_compares_the_same_rollouts():
 
 
 def test_top_wrong_and_group_auroc_on_hand_made_groups():
-    from cooper.rl.pairs import group_auroc, top_wrong
+    from cooper.rl.groups import group_auroc, top_wrong
 
     a = [R("a", "1", True, 0.9), R("a", "2", False, 0.2)]  # right on top
     b = [R("b", "1", True, 0.3), R("b", "2", False, 0.8), R("b", "3", False, 0.1)]  # wrong on top

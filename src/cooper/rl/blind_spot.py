@@ -18,7 +18,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from cooper.rl.pairs import group_by_problem, top_wrong
+from cooper.rl.groups import group_by_problem, top_wrong
 from cooper.types import Rollout
 
 RM_SAYS_RIGHT = 0.5  # a reward-model probability at or above this calls the answer right

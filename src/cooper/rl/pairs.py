@@ -8,7 +8,8 @@ verified-correct completion contribute no pair. Negatives are written from a pos
 assistant (:mod:`cooper.rl.negatives`; accepted only when the verifier finds a final answer that is
 *not* equivalent to the reference), or taken from the same prompt's wrong rollouts
 (:func:`rollout_negatives`, the method summary's variant). The step's statistics include the
-calibration-free hacking metrics (:func:`top_wrong`, :func:`group_auroc`).
+calibration-free hacking metrics (:func:`~cooper.rl.groups.top_wrong`,
+:func:`~cooper.rl.groups.group_auroc`).
 """
 
 from __future__ import annotations
@@ -19,19 +20,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cooper.rm.metrics import auroc
+from cooper.rl.groups import group_auroc, group_by_problem, top_wrong
 from cooper.types import Rollout
 
 if TYPE_CHECKING:
     from cooper.rl.blind_spot import BlindSpotStats
-
-
-def group_by_problem(rollouts: Iterable[Rollout]) -> dict[str, list[Rollout]]:
-    """Rollouts per problem, problems in first-seen order, samples in their original order."""
-    groups: dict[str, list[Rollout]] = {}
-    for r in rollouts:
-        groups.setdefault(r.problem_id, []).append(r)
-    return groups
 
 
 def select_positives(rollouts: Sequence[Rollout], per_prompt: int = 1, choice: str = "first",
@@ -105,37 +98,6 @@ class RolloutStats:
     verifier_timeouts: int = 0  # this process's rollouts whose check timed out (counted wrong)
     hybrid_mean: float | None = None  # mean of 1 where verified, else the finite score
     blind_spot: BlindSpotStats | None = None  # what the rule missed (gold judge only)
-
-
-def top_wrong(groups: Iterable[Sequence[Rollout]]) -> float | None:
-    """Of the groups with at least one verified-correct rollout, the fraction whose highest
-    reward-model score goes to a verified-wrong rollout (a tie with a correct one counts as
-    wrong: the reward model does not put the correct answer first). GRPO uses only the order
-    within a group, so this is the hacking signal that no calibration shift can hide.
-    Rollouts without a finite score are left out; None when no group qualifies."""
-    counted = wrong = 0
-    for group in groups:
-        scored = [r for r in group if r.rm_score is not None and math.isfinite(r.rm_score)]
-        right = [r.rm_score for r in scored if r.correct]
-        if not right:
-            continue
-        counted += 1
-        wrong_scores = [r.rm_score for r in scored if not r.correct]
-        wrong += bool(wrong_scores) and max(wrong_scores) >= max(right)
-    return wrong / counted if counted else None
-
-
-def group_auroc(groups: Iterable[Sequence[Rollout]]) -> float | None:
-    """The reward model's AUROC against the verifier within each group that has both correct
-    and wrong rollouts (finite scores only), averaged over those groups; None if there is
-    none. 1.0: every correct rollout outranks every wrong one of its prompt; 0.5: chance."""
-    values = []
-    for group in groups:
-        scored = [r for r in group if r.rm_score is not None and math.isfinite(r.rm_score)]
-        value = auroc([r.rm_score for r in scored], [r.correct for r in scored])
-        if math.isfinite(value):
-            values.append(value)
-    return sum(values) / len(values) if values else None
 
 
 def rollout_stats(rollouts: Sequence[Rollout]) -> RolloutStats:

@@ -46,10 +46,10 @@ from cooper.config.train import Payer, RewardPlan, RMUpdateConfig, Stage2, Train
 from cooper.errors import UserError
 from cooper.infra.collective import Collective, SingleProcess
 from cooper.rl.blind_spot import blind_spot_stats
+from cooper.rl.groups import group_by_problem
 from cooper.rl.negatives import NegativeOutcome, NegativeWriter, VerifyFn, build_pairs
 from cooper.rl.pairs import (
     RolloutStats,
-    group_by_problem,
     rollout_negatives,
     rollout_stats,
     select_positives,
