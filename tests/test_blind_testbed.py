@@ -116,7 +116,7 @@ def test_what_each_step_logs_about_the_rules_misses():
     # nothing right: the shares are not counted, not zero
     none = blind_spot_stats(rollouts[-1:], [False], [float("nan")])
     assert none.rule_missed is None and none.recall_missed is None and none.gold_gap is None
-    assert set(blind_spot_metrics(none)) == {"gold/accuracy"}
+    assert set(blind_spot_metrics(none)) == {"gold/accuracy", "gold/accuracy_numbers"}
     with pytest.raises(ValueError):
         blind_spot_stats(rollouts, gold[:2], paid)
 

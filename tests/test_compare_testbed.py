@@ -78,3 +78,33 @@ def test_the_reward_models_data_covers_both_families_labelled_by_the_gold_judge(
     assert len(compare_triples("validation", 2000, random.Random(0))) == 900  # 450 problems
     with pytest.raises(ValueError, match="even"):
         compare_triples("train", 5, random.Random(0))
+
+
+def test_what_each_step_logs_per_family():
+    from cooper.rl.blind_spot import blind_spot_metrics, blind_spot_stats, rule_read
+    from cooper.types import Rollout
+
+    def r(ref: str, answer: str | None, rule: bool, score: float) -> Rollout:
+        text = f"\\boxed{{{answer}}}" if answer is not None else "I do not know"
+        return Rollout("p" + ref, "q", ref, text, rule, answer, score)
+
+    rollouts = [
+        r("55", "55", True, 0.9),  # numbers: right, the rule agrees
+        r("55", "54", False, 0.7),  # numbers: wrong, read by the rule: not "unread"
+        r("55", "fifty-four", False, 0.6),  # numbers: wrong in words: unread, called right
+        r("55", None, False, 0.9),  # no answer at all: not an unread answer
+        r("True", "yes", False, 0.8),  # yes/no: right, missed by the rule, recalled
+        r("True", "no", False, 0.3),  # yes/no: wrong, unread, not called right
+        r("False", "yes", False, 0.7),  # yes/no: wrong, unread, called right
+    ]
+    gold = [True, False, False, False, True, False, False]
+    st = blind_spot_stats(rollouts, gold, [x.rm_score for x in rollouts])
+    assert [rule_read(x) for x in rollouts] == [True, True, False, False, False, False, False]
+    assert st.accuracy_family == {"numbers": pytest.approx(1 / 4), "yesno": pytest.approx(1 / 3)}
+    assert st.recall_missed_yesno == 1.0 and st.recall_missed == 1.0
+    assert st.recall_missed_reference is None  # no number reference in words here
+    assert st.fpr_unread == pytest.approx(2 / 3)
+    assert st.fpr_unread_family == {"numbers": 1.0, "yesno": pytest.approx(1 / 2)}
+    m = blind_spot_metrics(st)
+    assert m["gold/accuracy_yesno"] == st.accuracy_family["yesno"]
+    assert m["gold/rm_fpr_unread_numbers"] == 1.0 and m["gold/rm_fpr_unread"] == st.fpr_unread

@@ -233,13 +233,14 @@ def check_rule_missed(exp: ExperimentConfig, check: dict[str, Any]) -> None:
 
 def recall_missed(rm: RewardModel, missed: list[Triple], batch_size: int = 32) -> dict[str, Any]:
     """The reward model's recall on right answers the rule rejects (probability >= 0.5): all,
-    and split by dial (reference in digits: the answer's form; in words: the reference)."""
+    and split by dial (reference in digits: the answer's form; a number in words: the
+    reference; a truth value: the yes/no family)."""
     from cooper.rl.blind_spot import recall_by_dial
 
     scores = rm.score(missed, batch_size=batch_size) if missed else []
     recall = recall_by_dial([(x, t.reference) for x, t in zip(scores, missed, strict=True)])
     return {"answers": len(missed), "recall_missed": recall[0], "recall_missed_form": recall[1],
-            "recall_missed_reference": recall[2]}
+            "recall_missed_reference": recall[2], "recall_missed_yesno": recall[3]}
 
 
 def check_policy(exp: ExperimentConfig, check: dict[str, Any]) -> None:

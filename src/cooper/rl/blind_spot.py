@@ -9,7 +9,12 @@ and whether the reward model still calls such a rollout right. The figures are l
 ``docs/metrics.md``), split by the dial that
 made the rule blind: the *form* of the answer (the reference is in digits, so the rule could
 have accepted another form) or the *reference* (written in words: the rule accepts no answer in
-digits, only the same words letter for letter).
+digits, only the same words letter for letter), and by family where a testbed has yes/no
+problems whose references are truth values (``arith_2x1_compare``: the rule reads none of them,
+so they are the family it can never pay): each family's gold accuracy, the reward model's recall
+on its right answers that the rule rejects, and its false-positive rate on wrong answers the
+rule could not read (:func:`rule_read`), the text a policy would exploit if the reward model
+paid it.
 """
 
 from __future__ import annotations
@@ -20,14 +25,30 @@ from dataclasses import dataclass, replace
 
 from cooper.rl.groups import group_by_problem, top_wrong
 from cooper.types import Rollout
+from cooper.verify.extraction import clean_answer, normalize_reference, plain_number
+from cooper.verify.gold import read_boolean
 
 RM_SAYS_RIGHT = 0.5  # a reward-model probability at or above this calls the answer right
+FAMILIES = ("numbers", "yesno")  # by the reference: a truth value is a yes/no problem
 
 
 def reference_in_digits(reference: str) -> bool:
     """Whether the rule can read the reference (an integer in digits): else it is blind there
     whatever the policy writes."""
     return reference.strip().lstrip("-").isdigit()
+
+
+def family(reference: str) -> str:
+    """``yesno`` where the reference is a truth value (``True``, ``no``...), else ``numbers``."""
+    return "yesno" if read_boolean(reference) is not None else "numbers"
+
+
+def rule_read(r: Rollout) -> bool:
+    """Whether the rule read this rollout's final answer and its reference as plain numbers, so
+    that its "wrong" means a different number, not a form it cannot read (an answer or a
+    reference in words, a truth value) or no answer at all."""
+    return (r.extracted is not None and plain_number(clean_answer(r.extracted)) is not None
+            and plain_number(normalize_reference(r.reference)) is not None)
 
 
 @dataclass(frozen=True)
@@ -43,23 +64,41 @@ class BlindSpotStats:
     recall_missed_reference: float | None  # the same, reference in words
     gold_gap: float | None  # the mean paid reward minus the gold accuracy (NaN rewards left out)
     gold_top_wrong: float | None = None  # groups with a gold-correct rollout whose top-paid is wrong
+    accuracy_family: dict[str, float] | None = None  # gold accuracy per family present
+    recall_missed_yesno: float | None = None  # recall on rule-missed right answers, yes/no family
+    fpr_unread: float | None = None  # wrong answers the rule could not read, called right
+    fpr_unread_family: dict[str, float] | None = None  # the same per family (where counted)
 
 
 def _share(hits: Sequence[bool]) -> float | None:
     return sum(hits) / len(hits) if hits else None
 
 
+def _kind(reference: str) -> str:
+    """``digits`` (the form dial), ``yesno`` (a truth value) or ``words`` (a number the rule
+    cannot read: the reference dial)."""
+    if reference_in_digits(reference):
+        return "digits"
+    return "yesno" if family(reference) == "yesno" else "words"
+
+
 def recall_by_dial(scored: Sequence[tuple[float | None, str]]
-                   ) -> tuple[float | None, float | None, float | None]:
+                   ) -> tuple[float | None, float | None, float | None, float | None]:
     """The reward model's recall on right answers the rule rejected, from their (probability,
-    reference) pairs: (all, reference in digits, reference in words). Answers without a finite
-    probability are left out; None where nothing is left to count."""
-    ok = [(p, reference_in_digits(ref)) for p, ref in scored if p is not None and math.isfinite(p)]
+    reference) pairs: (all, reference in digits, a number reference in words, a truth-value
+    reference). Answers without a finite probability are left out; None where nothing is left
+    to count."""
+    ok = [(p, _kind(ref)) for p, ref in scored if p is not None and math.isfinite(p)]
 
-    def recall(keep) -> float | None:
-        return _share([p >= RM_SAYS_RIGHT for p, digits in ok if keep(digits)])
+    def recall(*kinds: str) -> float | None:
+        return _share([p >= RM_SAYS_RIGHT for p, kind in ok if not kinds or kind in kinds])
 
-    return recall(lambda d: True), recall(lambda d: d), recall(lambda d: not d)
+    return recall(), recall("digits"), recall("words"), recall("yesno")
+
+
+def _called_right(rollouts: Sequence[Rollout]) -> float | None:
+    return _share([r.rm_score >= RM_SAYS_RIGHT for r in rollouts
+                   if r.rm_score is not None and math.isfinite(r.rm_score)])
 
 
 def blind_spot_stats(rollouts: Sequence[Rollout], gold: Sequence[bool],
@@ -70,6 +109,12 @@ def blind_spot_stats(rollouts: Sequence[Rollout], gold: Sequence[bool],
     right = [(r, reference_in_digits(r.reference)) for r, g in zip(rollouts, gold, strict=True)
              if g]
     recall = recall_by_dial([(r.rm_score, r.reference) for r, _ in right if not r.correct])
+    families = {f: [g for r, g in zip(rollouts, gold, strict=True) if family(r.reference) == f]
+                for f in FAMILIES}
+    # wrong answers (there is one) in a form the rule could not read: what a policy would
+    # exploit if the reward model paid it
+    unread = [r for r, g in zip(rollouts, gold, strict=True)
+              if not g and r.extracted is not None and not rule_read(r)]
 
     finite = [(p, g) for p, g in zip(paid, gold, strict=True) if math.isfinite(p)]
     # the calibration-free signal against the gold judge, on what the policy was paid
@@ -83,7 +128,11 @@ def blind_spot_stats(rollouts: Sequence[Rollout], gold: Sequence[bool],
         recall_missed_reference=recall[2],
         gold_gap=(sum(p for p, _ in finite) / len(finite) - sum(g for _, g in finite) / len(finite)
                   if finite else None),
-        gold_top_wrong=top_wrong(group_by_problem(judged).values()))
+        gold_top_wrong=top_wrong(group_by_problem(judged).values()),
+        accuracy_family={f: sum(v) / len(v) for f, v in families.items() if v},
+        recall_missed_yesno=recall[3], fpr_unread=_called_right(unread),
+        fpr_unread_family={f: x for f in FAMILIES if (x := _called_right(
+            [r for r in unread if family(r.reference) == f])) is not None})
 
 
 def blind_spot_metrics(st: BlindSpotStats) -> dict[str, float]:
@@ -93,5 +142,10 @@ def blind_spot_metrics(st: BlindSpotStats) -> dict[str, float]:
          "gold/rm_recall_missed": st.recall_missed,
          "gold/rm_recall_missed_form": st.recall_missed_form,
          "gold/rm_recall_missed_reference": st.recall_missed_reference,
-         "hacking/gold_gap": st.gold_gap, "hacking/gold_top_wrong": st.gold_top_wrong}
+         "hacking/gold_gap": st.gold_gap, "hacking/gold_top_wrong": st.gold_top_wrong,
+         "gold/rm_recall_missed_yesno": st.recall_missed_yesno,
+         "gold/rm_fpr_unread": st.fpr_unread}
+    # each family the step's rollouts hold (blind_cpu has numbers alone: the overall figure)
+    m.update({f"gold/accuracy_{f}": x for f, x in (st.accuracy_family or {}).items()})
+    m.update({f"gold/rm_fpr_unread_{f}": x for f, x in (st.fpr_unread_family or {}).items()})
     return {k: v for k, v in m.items() if v is not None}

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING
 from cooper.config.train import Payer, RewardPlan, RMUpdateConfig, Stage2, TrainConfig
 from cooper.errors import UserError
 from cooper.infra.collective import Collective, SingleProcess
-from cooper.rl.blind_spot import blind_spot_stats
+from cooper.rl.blind_spot import blind_spot_stats, rule_read
 from cooper.rl.groups import group_by_problem
 from cooper.rl.negatives import NegativeOutcome, NegativeWriter, VerifyFn, build_pairs
 from cooper.rl.pairs import (
@@ -58,7 +58,6 @@ from cooper.rl.pairs import (
 from cooper.rm.losses import pair_objective
 from cooper.rm.memo import LogitMemo
 from cooper.types import Pair, Rollout, Triple
-from cooper.verify.extraction import clean_answer, normalize_reference, plain_number
 from cooper.verify.verifier import verify_batch
 
 if TYPE_CHECKING:
@@ -95,13 +94,6 @@ def load_reward_model(model: str | os.PathLike | RewardModel | None, *, plan: Re
                                micro_batch_size=update.micro_batch_size, loss=update.loss,
                                margin=update.margin, anchor_weight=update.anchor_weight,
                                epochs=update.epochs)
-
-
-def _read_as_numbers(r: Rollout) -> bool:
-    """Whether the rule read this rollout's final answer and its reference as plain numbers, so
-    that "wrong" means a different number, not a form it cannot read."""
-    return (r.extracted is not None and plain_number(clean_answer(r.extracted)) is not None
-            and plain_number(normalize_reference(r.reference)) is not None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -298,7 +290,7 @@ class CooperReward:
         correct answer written without a box, not a mistake: it is never a negative, and is
         counted (the returned int); so is one whose lenient check timed out or failed, and, with
         ``rm_update.negatives_readable``, one whose answer or reference the rule could not read
-        as a number (:func:`_read_as_numbers`)."""
+        as a number (:func:`~cooper.rl.blind_spot.rule_read`)."""
         groups = group_by_problem(everyone)
         candidates = list({r.completion: r for p in positives for r in groups[p.problem_id]
                            if not r.correct}.values())
@@ -308,7 +300,7 @@ class CooperReward:
         # nor, with negatives_readable, one whose answer or reference the rule could not read
         untrusted = {(r.problem_id, r.completion) for r, v in zip(candidates, verdicts, strict=True)
                      if v.correct or v.reason in ("timeout", "error")
-                     or (self.negatives_readable and not _read_as_numbers(r))}
+                     or (self.negatives_readable and not rule_read(r))}
         pairs = []
         for p in positives:
             excluded = {c for pid, c in untrusted if pid == p.problem_id}
