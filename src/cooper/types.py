@@ -65,6 +65,7 @@ class Rollout:
     correct: bool  # verifier verdict
     extracted: str | None  # the verifier's extracted final answer
     rm_score: float | None = None  # reward-model probability when it was sampled
+    judged: bool | None = None  # a judge's verdict where one was asked (reward.judge_rejected)
 
 
 @dataclass(frozen=True)

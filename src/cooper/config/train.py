@@ -184,6 +184,8 @@ class RewardConfig:
     monitor_every: int = 1
     """in rule mode, score with the reward model on every Nth step only (1: every step): the
     policy trains the same, its hacking curves have a point every N steps"""
+    judge_rejected: bool = False
+    """in rule mode, ask the judge (judge.*) about every rollout the rule rejects and pay 1 where it says right (TinyV's design: the judge as the rule's fallback, no reward model); each distinct answer to a problem is asked once"""
 
 
 @dataclass
@@ -228,6 +230,12 @@ class RMUpdateConfig:
     """update only the top k decoder layers and the score head (None = every layer, as in the
     paper); the rest stay frozen: less memory, a shorter backward pass, and the update runs only
     the top k layers on what the step's scoring pass computed below them (same gradients)"""
+    labels: str = "rule"
+    """where the update's labels come from: 'rule' (positives are what the rule accepts, negatives what it rejects, as in the paper) or 'judge' (labels beyond the rule: the rule's "no" is a negative only where it read the answer and the reference as different numbers and the reward model pays under judge.threshold; where the rule rejects and the reward model pays at least that (they disagree) or the rule could not read the answer or the reference, the judge (judge.*) decides, at most judge.budget of a step's rollouts, disagreements and the highest-paid first: judged right is a positive, judged wrong a negative, not judged (over budget, or the judge failed) no label at all)"""
+    replay: int = 0
+    """pairs of the reward model's own labelled training rows (rm_update.replay_file: a right and a wrong solution of one problem) added to every update (0 = off)"""
+    replay_file: str | None = None
+    """labelled triples to replay (a `cooper rm train` data file); an experiment sets it to its setup's training rows"""
 
     def check(self) -> RMUpdateConfig:
         """This section's own checks (also run by :meth:`TrainConfig.validate`)."""
@@ -243,6 +251,9 @@ class RMUpdateConfig:
         if self.train_layers is not None and self.train_layers < 1:
             raise ConfigError("rm_update.train_layers must be >= 1 (or none for every layer), "
                               f"got {self.train_layers}")
+        choice("rm_update.labels", self.labels, ("rule", "judge"))
+        if self.replay < 0:
+            raise ConfigError(f"rm_update.replay must be >= 0 (0 = off), got {self.replay}")
         return self
 
 
@@ -285,6 +296,71 @@ class AssistantConfig:
         if self.backend == "rewrite":
             return False
         return self.backend == "endpoint" if self.background is None else self.background
+
+
+JUDGE_BACKENDS = ("none", "gold", "local", "endpoint")
+
+
+@dataclass
+class JudgeConfig:
+    backend: str = "none"
+    """who judges what the rule cannot ('none'; 'gold': the testbed's gold judge, right by construction, with judge.error_rate a stand-in for an LLM judge of that accuracy; 'local': a causal LM on this machine, judge.model; 'endpoint': an OpenAI-compatible server)"""
+    model: str | None = None
+    """local: a checkpoint, a Hub id or the embedded smollm2-135m-instruct; endpoint: the served model's name"""
+    base_url: str | None = None
+    """endpoint URL, e.g. http://127.0.0.1:8000/v1"""
+    api_key_env: str = "OPENAI_API_KEY"
+    """environment variable holding the endpoint's API key (never logged)"""
+    mode: str = "generate"
+    """'generate' (the judge writes a reply ending in VERDICT: YES/NO, which is parsed) or 'choice' (local only: the model's probabilities of YES and NO after 'VERDICT:', one forward pass)"""
+    max_new_tokens: int = 512
+    """longest reply in generate mode"""
+    timeout_s: float = 60.0
+    """endpoint request timeout"""
+    max_retries: int = 2
+    """endpoint retries per request"""
+    concurrency: int = 8
+    """endpoint requests in flight"""
+    batch_size: int = 8
+    """local judge: sequences per forward pass"""
+    error_rate: float = 0.0
+    """gold only: the share of its verdicts flipped, each drawn once from the run's seed and the item (the same answer to the same problem is always judged the same way)"""
+    budget: float = 0.1
+    """rm_update.labels=judge: new judge calls a step, at most this share of the step's rollouts (answers judged before are free); reward.judge_rejected asks about every rejection"""
+    threshold: float = 0.5
+    """rm_update.labels=judge: a rule-rejected rollout the reward model pays at least this much is a disagreement, judged first"""
+
+    def check(self) -> JudgeConfig:
+        choice("judge.backend", self.backend, JUDGE_BACKENDS)
+        choice("judge.mode", self.mode, ("generate", "choice"))
+        if not 0.0 <= self.error_rate <= 0.5:
+            raise ConfigError(f"judge.error_rate is a share of verdicts flipped in [0, 0.5] (more "
+                              f"than half is a judge that knows the answer and lies), got "
+                              f"{self.error_rate}")
+        if self.error_rate and self.backend != "gold":
+            raise ConfigError("judge.error_rate flips the gold judge's verdicts (a stand-in for "
+                              "an LLM judge of that accuracy); a real judge makes its own "
+                              "errors: set judge.backend=gold or judge.error_rate=0")
+        if not 0.0 < self.budget <= 1.0:
+            raise ConfigError(f"judge.budget is a share of a step's rollouts in (0, 1], got "
+                              f"{self.budget}")
+        if not 0.0 <= self.threshold <= 1.0:
+            raise ConfigError(f"judge.threshold is a reward-model probability in [0, 1], got "
+                              f"{self.threshold}")
+        if self.backend == "endpoint" and not (self.base_url and self.model):
+            raise ConfigError("judge.backend=endpoint needs judge.base_url=URL and "
+                              "judge.model=NAME")
+        if self.backend == "local" and not self.model:
+            raise ConfigError("judge.backend=local needs judge.model (a checkpoint, a Hub id or "
+                              "smollm2-135m-instruct)")
+        if self.mode == "choice" and self.backend != "local":
+            raise ConfigError("judge.mode=choice reads a local model's probabilities: set "
+                              "judge.backend=local, or judge.mode=generate")
+        for key in ("max_new_tokens", "max_retries", "concurrency", "batch_size"):
+            if getattr(self, key) < (0 if key == "max_retries" else 1):
+                raise ConfigError(f"judge.{key} must be >= {0 if key == 'max_retries' else 1}, "
+                                  f"got {getattr(self, key)}")
+        return self
 
 
 @dataclass
@@ -341,6 +417,7 @@ class TrainConfig:
     reward: RewardConfig = field(default_factory=RewardConfig)
     rm_update: RMUpdateConfig = field(default_factory=RMUpdateConfig)
     assistant: AssistantConfig = field(default_factory=AssistantConfig)
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
     validation: ValidationConfig = field(default_factory=ValidationConfig)
 
     def policy_steps(self) -> list[int]:
@@ -365,6 +442,8 @@ class TrainConfig:
         choice("validation.judge", self.validation.judge, ("rule", "gold"))
         choice("assistant.backend", self.assistant.backend, ("local", "endpoint", "rewrite"))
         self.rm_update.check()
+        self.judge.check()
+        self._check_judge_uses()
         choice("rollout.vllm_mode", self.rollout.vllm_mode, ("colocate", "server"))
         choice("policy.dtype", self.policy.dtype, ("float32", "bfloat16", "float16"))
         choice("policy.scale_rewards", self.policy.scale_rewards, ("group", "batch", "none"))
@@ -402,6 +481,29 @@ class TrainConfig:
                 f"multiple of micro_batch_size x processes = {per_pass}; change "
                 "rollout.micro_batch_size (or the number of processes)")
         return self
+
+    def _check_judge_uses(self) -> None:
+        """A judge asked for is configured, and one configured is used."""
+        uses = [k for k, on in (("reward.judge_rejected", self.reward.judge_rejected),
+                                ("rm_update.labels=judge", self.rm_update.labels == "judge"))
+                if on]
+        if uses and self.judge.backend == "none":
+            raise ConfigError(f"{' and '.join(uses)} ask(s) a judge, but judge.backend=none: "
+                              "set judge.backend=gold (testbeds), local or endpoint")
+        if self.reward.judge_rejected and self.reward.mode != "rule":
+            raise ConfigError(f"reward.judge_rejected pays where the rule says no, so it needs "
+                              f"reward.mode=rule, not {self.reward.mode}; for a reward model "
+                              "taught by the judge use rm_update.labels=judge")
+        if self.rm_update.labels == "judge" and self.reward.mode not in UPDATING_MODES:
+            raise ConfigError(f"rm_update.labels=judge labels the reward model's update, which "
+                              f"reward.mode={self.reward.mode} does not run: use cooper or "
+                              "hybrid_cooper")
+        if self.rm_update.replay and not self.rm_update.replay_file:
+            raise ConfigError("rm_update.replay needs rm_update.replay_file: the labelled rows "
+                              "the reward model was trained on (a `cooper rm train` data file)")
+        if self.rm_update.replay and self.reward.mode not in UPDATING_MODES:
+            raise ConfigError(f"rm_update.replay adds rows to the reward model's update, which "
+                              f"reward.mode={self.reward.mode} does not run")
 
     def plan(self) -> RewardPlan:
         """What pays the policy and what Stage 2 does (:func:`reward_plan`)."""

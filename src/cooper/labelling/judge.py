@@ -23,6 +23,13 @@ Two ways to run it (:func:`make_judge`):
   log-probabilities of `` YES`` and `` NO`` are compared, so the verdict always parses and costs
   one forward pass instead of a generation (two when both words start with the same token). Meant for small local judges on CPU, which
   rarely follow the output format when asked to write freely.
+
+A third judge has the same interface: :class:`GoldJudge`, the testbeds' gold judge
+(:mod:`cooper.verify.gold`), right by construction, whose verdicts can be flipped at a chosen
+rate, each flip drawn once from a seed and the item: a stand-in for an LLM judge of that
+accuracy, with the same answer to the same problem always judged the same way, as a real
+judge's systematic errors are. :func:`judge_from_config` builds any of them from the ``judge.*``
+settings of ``cooper train``, which asks the judge during RL (:mod:`cooper.rl.judging`).
 """
 
 from __future__ import annotations
@@ -242,6 +249,48 @@ class ChoiceJudge:
         return [(totals[2 * b], totals[2 * b + 1]) for b in range(len(prompts))]
 
 
+class GoldJudge:
+    """The testbeds' gold judge behind the :class:`Judge` interface: ``yes`` where the final
+    answer says what the reference says (:func:`cooper.verify.gold.gold_verdict`), ``no``
+    otherwise, ``failed`` for a reference it cannot read (it judges integer and yes/no answers
+    only). With ``error_rate``, that share of its verdicts is flipped, each item's flip drawn
+    from ``seed`` and the item's text, so asking again gives the same verdict."""
+
+    mode = "gold"
+
+    def __init__(self, *, error_rate: float = 0.0, seed: int = 0):
+        if not 0.0 <= error_rate <= 1.0:
+            raise UserError(f"error_rate is a share in [0, 1], got {error_rate}")
+        self.error_rate, self.seed = error_rate, seed
+        self.name = "gold" if not error_rate else f"gold, {error_rate:.0%} flipped"
+        self.flipped = 0  # verdicts flipped so far
+
+    def judge(self, items: Sequence[JudgeItem], *, progress: bool = False) -> list[JudgeVerdict]:
+        import random
+
+        from cooper.verify.gold import gold_verdict
+
+        out = []
+        for it in items:
+            right, _, reason = gold_verdict(it.solution, it.reference)
+            if reason == "error":
+                out.append(JudgeVerdict("failed", "", "error: the gold judge cannot read the "
+                                                      "reference"))
+                continue
+            key = f"{self.seed}\x00{it.question}\x00{it.reference}\x00{it.solution}"
+            if self.error_rate and random.Random(key).random() < self.error_rate:
+                right = not right
+                self.flipped += 1
+            out.append(JudgeVerdict("yes" if right else "no", f"{MARKER} {'YES' if right else 'NO'}"))
+        return out
+
+    def metrics(self) -> dict[str, int]:
+        return {"judge_flipped": self.flipped} if self.error_rate else {}
+
+    def close(self) -> None:
+        pass
+
+
 def make_judge(generator: Generator, *, mode: str = "generate", max_tokens: int = 512,
                max_chars: int = 6000, batch_size: int = 8) -> Judge:
     """A judge over a generator; ``choice`` needs a local model."""
@@ -253,3 +302,27 @@ def make_judge(generator: Generator, *, mode: str = "generate", max_tokens: int 
                             "probabilities; use --judge-mode generate with an endpoint")
         return ChoiceJudge(generator, max_chars=max_chars, batch_size=batch_size)
     return GeneratingJudge(generator, max_tokens=max_tokens, max_chars=max_chars)
+
+
+def judge_from_config(cfg, *, seed: int = 0, dtype: str | None = None) -> Judge | None:
+    """The judge ``cooper train``'s ``judge.*`` settings name (a
+    :class:`~cooper.config.train.JudgeConfig`), None for ``backend=none``: the gold judge, a
+    local model (loaded here, in ``dtype``) or an OpenAI-compatible endpoint."""
+    if cfg.backend == "none":
+        return None
+    if cfg.backend == "gold":
+        return GoldJudge(error_rate=cfg.error_rate, seed=seed)
+    if cfg.backend == "local":
+        generator: Generator = HFGenerator.load(cfg.model, batch_size=cfg.batch_size,
+                                                dtype=dtype)
+        generator.name = f"judge:{cfg.model}"
+    else:
+        from cooper.infra.endpoint import Endpoint, EndpointGenerator
+        from cooper.infra.endpoint_records import EndpointConfig
+
+        endpoint = Endpoint(EndpointConfig(cfg.base_url, cfg.model, api_key_env=cfg.api_key_env,
+                                           concurrency=cfg.concurrency, timeout_s=cfg.timeout_s,
+                                           max_retries=cfg.max_retries), name="judge")
+        generator = EndpointGenerator(endpoint, name=f"judge:{cfg.model}")
+    return make_judge(generator, mode=cfg.mode, max_tokens=cfg.max_new_tokens,
+                      batch_size=cfg.batch_size)

@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 COMPLETE_MARKER = "cooper-checkpoint.json"
 RM_FOLDER = "reward_model"
 RM_OPTIMIZER = "reward_model_optimizer.pt"
+JUDGE_STATE = "judge.json"  # the judge's verdicts so far and its call count (cooper.rl.judging)
 STAGING = ".staging"  # checkpoints are written here, then renamed into the run folder
 POLICY_STEPS = "policy-steps"
 """the run folder's sub-folder of policies kept at chosen steps (``keep_policy_steps``)"""
@@ -42,9 +43,14 @@ def kept_policy_dir(run_dir: str | os.PathLike, step: int) -> Path:
 
 
 def save_reward_model_state(cooper: CooperReward, folder: str | os.PathLike) -> None:
-    """The reward model's weights and (in cooper mode) its optimiser, beside the policy's."""
+    """The reward model's weights and (in cooper mode) its optimiser, beside the policy's; and
+    the judge's verdicts where one is asked, so a resumed run asks what an uninterrupted one
+    would."""
     import torch
 
+    if cooper.judge is not None:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        (Path(folder) / JUDGE_STATE).write_text(json.dumps(cooper.judge.state_dict()))
     if cooper.rm is None:
         return
     cooper.rm.save(Path(folder) / RM_FOLDER)
@@ -57,6 +63,8 @@ def load_reward_model_state(cooper: CooperReward, folder: str | os.PathLike) -> 
     from safetensors.torch import load_file
 
     folder = Path(folder)
+    if cooper.judge is not None and (folder / JUDGE_STATE).is_file():
+        cooper.judge.load_state_dict(json.loads((folder / JUDGE_STATE).read_text()))
     if cooper.rm is None or not (folder / RM_FOLDER).is_dir():
         return
     weights = sorted((folder / RM_FOLDER).glob("*.safetensors"))

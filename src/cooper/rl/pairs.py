@@ -1,4 +1,5 @@
-"""Stage 2 data: the step's rollouts, positive selection and preference pairs (pure functions).
+"""Stage 2 data: the step's rollouts, positive selection and preference pairs (pure functions,
+but for reading the replayed rows' file).
 
 Cooper (``docs/method.md`` "One Cooper step", step 3) turns one RL step's rollouts into reward-model
 training pairs. Positives are completions the rule-based verifier confirms correct, because the
@@ -20,11 +21,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from cooper.errors import UserError
 from cooper.rl.groups import group_auroc, group_by_problem, top_wrong
-from cooper.types import Rollout
+from cooper.types import LabelledTriple, Pair, Rollout
 
 if TYPE_CHECKING:
+    from cooper.config.train import RMUpdateConfig
     from cooper.rl.blind_spot import BlindSpotStats
+    from cooper.rl.judging import JudgeRound
 
 
 def select_positives(rollouts: Sequence[Rollout], per_prompt: int = 1, choice: str = "first",
@@ -76,6 +80,35 @@ def rollout_negatives(positive: Rollout, group: Sequence[Rollout], k: int,
     return sorted(wrong, key=hardness, reverse=True)[:k]  # sorted() is stable: ties keep order
 
 
+def replay_pool(rows: Iterable[LabelledTriple]) -> list[Pair]:
+    """Pairs from labelled rows (the reward model's own training data, ``rm_update.replay``):
+    for each (question, reference), its right and wrong solutions paired in file order, each
+    row in one pair at most."""
+    groups: dict[tuple[str, str], tuple[list[str], list[str]]] = {}
+    for row in rows:
+        t = row.triple
+        right, wrong = groups.setdefault((t.question, t.reference), ([], []))
+        (right if row.label else wrong).append(t.completion)
+    return [Pair(f"replay:{q}", q, ref, pos, neg, "replay")
+            for (q, ref), (right, wrong) in groups.items()
+            for pos, neg in zip(right, wrong, strict=False)]
+
+
+def replay_pairs(update: RMUpdateConfig) -> list[Pair]:
+    """The pairs ``rm_update.replay`` draws from (:func:`replay_pool` of
+    ``rm_update.replay_file``); none when replay is off."""
+    if not update.replay:
+        return []
+    from cooper.data.triples import load_triples
+
+    pool = replay_pool(load_triples(update.replay_file).rows)
+    if not pool:
+        raise UserError(f"rm_update.replay_file={update.replay_file} holds no right and wrong "
+                        "solution of one problem to pair: give the labelled rows the reward "
+                        "model was trained on, or set rm_update.replay=0")
+    return pool
+
+
 def shard(items: Sequence, rank: int, world_size: int) -> list:
     """Items ``rank, rank + world_size, ...``: each process handles a disjoint slice."""
     return list(items[rank::world_size])
@@ -98,6 +131,7 @@ class RolloutStats:
     verifier_timeouts: int = 0  # this process's rollouts whose check timed out (counted wrong)
     hybrid_mean: float | None = None  # mean of 1 where verified, else the finite score
     blind_spot: BlindSpotStats | None = None  # what the rule missed (gold judge only)
+    judge: JudgeRound | None = None  # the judge asked about the rule's rejections (pays)
 
 
 def rollout_stats(rollouts: Sequence[Rollout]) -> RolloutStats:

@@ -9,9 +9,12 @@ Stage 1, :meth:`CooperReward.score` (when TRL asks for the policy's rewards):
      ``rm`` and ``cooper`` modes, the verdict is the reward in ``rule`` mode; when only the
      reward model's top layers are updated, the update keeps this pass's hidden states below
      them (:class:`cooper.rm.trunk.StepStates`);
-  3. gather the step's rollouts from every process, pick positives (verified correct), and hand
-     each process its share; with rollout negatives, pair each positive with its prompt's
-     wrong rollouts, hardest first, now, while the scores are the ones the policy is paid by; an
+  3. gather the step's rollouts from every process (``reward.judge_rejected``: the judge decides
+     each rule-rejected one, and its "yes" pays 1), pick positives (verified correct; with
+     ``rm_update.labels=judge`` also those the judge calls right, and negatives the judge
+     calls wrong, where the rule's "no" says nothing: :mod:`cooper.rl.judging`), and hand each
+     process its share; with rollout negatives, pair each positive with its prompt's wrong
+     rollouts, hardest first, now, while the scores are the ones the policy is paid by; an
      endpoint assistant starts writing its negatives now, in the background.
 
 Stage 2, :meth:`CooperReward.update` (once the rewards are fixed, so this step's rewards came
@@ -20,8 +23,9 @@ or, when an endpoint writes negatives in the background, after the policy's opti
 that the network time overlaps it):
   4. negatives written from the positives: assistant proposals that the verifier confirms
      wrong, else the rule-based fallback, else the positive gets no such pair;
-  5. the pairwise update of the reward model over every pair (rollout and assistant), gradients
-     summed across processes. In ``rule`` and ``rm`` modes the reward model is not updated, but
+  5. the pairwise update of the reward model over every pair (rollout, assistant, and with
+     ``rm_update.replay`` pairs of its own labelled training rows), gradients summed across
+     processes. In ``rule`` and ``rm`` modes the reward model is not updated, but
      the same pairs still measure it (``rm/pair_acc_before``): the hacking signal of a frozen
      reward model.
 
@@ -47,6 +51,7 @@ from cooper.errors import UserError
 from cooper.infra.collective import Collective, SingleProcess
 from cooper.rl.blind_spot import blind_spot_stats, rule_read
 from cooper.rl.groups import group_by_problem
+from cooper.rl.judging import JudgeRound, RolloutJudge, judge_rejected, judged_pool
 from cooper.rl.negatives import NegativeOutcome, NegativeWriter, VerifyFn, build_pairs
 from cooper.rl.pairs import (
     RolloutStats,
@@ -117,6 +122,9 @@ class Stage2Stats:
     seconds_negatives_total: float  # the negatives took this long (more when run in background)
     seconds_update: float
     changed_fraction: float | None = None  # trainable weights the update moved (None: no update)
+    pairs_replay: int = 0  # pairs of the reward model's own labelled training rows
+    judge: JudgeRound | None = None  # the judge asked where the rule's "no" said nothing
+    judge_gold_agreement: float | None = None  # its labels that the gold judge shares
 
 
 @dataclass
@@ -129,6 +137,9 @@ class _Pending:
     rollout_pairs: list[Pair]  # this process's pairs with rollout negatives
     ambiguous: int  # candidate rollouts the lenient guard kept out
     negatives: Future | Callable[[], tuple[list[NegativeOutcome], float]] | None  # assistant
+    replay: list[Pair] = field(default_factory=list)  # this process's replayed pairs
+    judge: JudgeRound | None = None
+    judge_gold_agreement: float | None = None
     started: float = field(default_factory=time.perf_counter)
 
 
@@ -147,7 +158,10 @@ class CooperReward:
                  negatives: NegativeWriter | None = None, background: bool = False,
                  score_batch_size: int = 16, seed: int = 0,
                  collective: Collective | None = None, gold_judge: bool = False,
-                 verifier_is_gold: bool = False, monitor_every: int = 1):
+                 verifier_is_gold: bool = False, monitor_every: int = 1,
+                 judge: RolloutJudge | None = None, judge_rejected: bool = False,
+                 judge_budget: float = 0.1, judge_threshold: float = 0.5,
+                 replay: Sequence[Pair] = ()):
         u = update
         uses_assistant = plan.stage2 is not Stage2.OFF and u.negatives != "rollouts"
         if plan.scores_with_rm and rm is None:
@@ -156,6 +170,13 @@ class CooperReward:
             raise ValueError("a reward-model update needs a PairwiseUpdater")
         if uses_assistant and negatives is None:
             raise ValueError(f"rm_update.negatives={u.negatives} needs a NegativeWriter")
+        self.judge_labels = plan.stage2 is Stage2.UPDATE and u.labels == "judge"
+        if (judge_rejected or self.judge_labels) and judge is None:
+            raise ValueError("reward.judge_rejected and rm_update.labels=judge need a judge")
+        if judge_rejected and plan.pays is not Payer.VERIFIER:
+            raise ValueError("reward.judge_rejected pays where the rule says no: rule mode only")
+        if u.replay and plan.stage2 is Stage2.UPDATE and not replay:
+            raise ValueError("rm_update.replay needs the labelled pairs to replay")
         self.plan, self.rm, self.updater, self.verify = plan, rm, updater, verify
         self.negatives = negatives if uses_assistant else None
         self.from_rollouts = plan.stage2 is not Stage2.OFF and u.negatives in ("rollouts", "both")
@@ -172,6 +193,9 @@ class CooperReward:
         # a reward model that only watches (rule mode) watches every Nth training step: what it
         # computes never reaches the policy, so the policy trains exactly as with N = 1
         self.monitor_every = monitor_every if plan.pays is Payer.VERIFIER else 1
+        self.judge, self.judge_rejected = judge, judge_rejected
+        self.judge_budget, self.judge_threshold = judge_budget, judge_threshold
+        self.replay, self.replay_per_step = list(replay), u.replay
         # an endpoint's negatives are written while the policy updates: Stage 2 then waits for
         # the policy's step instead of running right after Stage 1
         self.background = self.negatives is not None and background
@@ -189,7 +213,9 @@ class CooperReward:
                    score_batch_size=cfg.reward.score_batch_size, seed=cfg.seed,
                    gold_judge=cfg.validation.judge == "gold",
                    verifier_is_gold=cfg.reward.verifier_mode == "gold",
-                   monitor_every=cfg.reward.monitor_every, **parts)
+                   monitor_every=cfg.reward.monitor_every,
+                   judge_rejected=cfg.reward.judge_rejected, judge_budget=cfg.judge.budget,
+                   judge_threshold=cfg.judge.threshold, **parts)
 
     @property
     def pending(self) -> bool:
@@ -235,9 +261,14 @@ class CooperReward:
                                                     completions, verdicts, scores, strict=True)]
         # 3. the step's rollouts from every process, and this process's share of positives
         everyone = self.collective.gather_objects(rollouts)
+        judged = None
+        if self.judge_rejected:  # the judge decides what the rule rejects (and pays its yes)
+            t = time.perf_counter()
+            rollouts, everyone, judged = judge_rejected(self.judge, rollouts, everyone)
+            seconds["judge"] = time.perf_counter() - t
         if training and self.plan.stage2 is not Stage2.OFF and step % self.monitor_every == 0:
             self._prepare_stage2(everyone, step)
-        stats = replace(rollout_stats(everyone), verifier_timeouts=timeouts)
+        stats = replace(rollout_stats(everyone), verifier_timeouts=timeouts, judge=judged)
         if self.gold_judge:  # what the rule missed, and whether the reward model sees it
             texts, refs = [r.completion for r in everyone], [r.reference for r in everyone]
             gold = [v.correct for v in verify_batch(texts, refs, mode="gold")]
@@ -250,7 +281,8 @@ class CooperReward:
         return rollouts, stats, seconds
 
     def rewards(self, rollouts: Sequence[Rollout]) -> list[float]:
-        """The policy's reward per rollout: the verdict, the reward model's probability, or
+        """The policy's reward per rollout: the verdict (with ``reward.judge_rejected``, 1 also
+        where the judge calls a rejected answer right), the reward model's probability, or
         (hybrid) 1 where the verifier accepts and the probability elsewhere: the reward model
         can only add what the verifier missed, never take away what it confirmed.
 
@@ -258,7 +290,7 @@ class CooperReward:
         unscorable (zero advantage) instead of letting it poison the group's normalisation.
         """
         if self.plan.pays is Payer.VERIFIER:
-            return [float(r.correct) for r in rollouts]
+            return [float(r.correct or r.judged is True) for r in rollouts]
         hybrid = self.plan.pays is Payer.HYBRID
         return [1.0 if hybrid and r.correct
                 else r.rm_score if r.rm_score is not None and math.isfinite(r.rm_score)
@@ -266,10 +298,20 @@ class CooperReward:
 
     def _prepare_stage2(self, everyone: list[Rollout], step: int) -> None:
         rng = random.Random(f"{self.seed}:{step}:positives")
-        positives = select_positives(everyone, self.positives_per_prompt, self.positive_choice, rng)
+        pool, judged, agreement = everyone, None, None
+        if self.judge_labels:  # the judge's labels where the rule's "no" says nothing
+            pool, judged, agreement = judged_pool(self.judge, everyone, budget=self.judge_budget,
+                                                  threshold=self.judge_threshold,
+                                                  gold=self.gold_judge)
+        positives = select_positives(pool, self.positives_per_prompt, self.positive_choice, rng)
         mine = shard(positives, self.collective.rank, self.collective.world_size)
-        rollout_pairs, ambiguous = (self._rollout_pairs(mine, everyone) if self.from_rollouts
+        rollout_pairs, ambiguous = (self._rollout_pairs(mine, pool) if self.from_rollouts
                                     else ([], 0))
+        replay = []
+        if self.replay_per_step and self.plan.stage2 is Stage2.UPDATE:
+            drawn = random.Random(f"{self.seed}:{step}:replay").sample(
+                self.replay, min(self.replay_per_step, len(self.replay)))
+            replay = shard(drawn, self.collective.rank, self.collective.world_size)
         written = None
         if self.negatives is not None:
             seed = self.seed * 1_000_003 + step * 1009 + self.collective.rank
@@ -281,7 +323,8 @@ class CooperReward:
 
             # an endpoint assistant works in the background while the policy updates
             written = self._executor.submit(write) if self._executor else write
-        self._pending = _Pending(step, mine, len(positives), rollout_pairs, ambiguous, written)
+        self._pending = _Pending(step, mine, len(positives), rollout_pairs, ambiguous, written,
+                                 replay, judged, agreement)
 
     def _rollout_pairs(self, positives: list[Rollout],
                        everyone: list[Rollout]) -> tuple[list[Pair], int]:
@@ -294,13 +337,19 @@ class CooperReward:
         groups = group_by_problem(everyone)
         candidates = list({r.completion: r for p in positives for r in groups[p.problem_id]
                            if not r.correct}.values())
-        verdicts = self.verify_lenient([r.completion for r in candidates],
-                                       [r.reference for r in candidates])
-        # a check that timed out or failed decided nothing: such a rollout is not taught as wrong;
-        # nor, with negatives_readable, one whose answer or reference the rule could not read
-        untrusted = {(r.problem_id, r.completion) for r, v in zip(candidates, verdicts, strict=True)
-                     if v.correct or v.reason in ("timeout", "error")
-                     or (self.negatives_readable and not rule_read(r))}
+        # with judged labels every negative left is the judge's or a "no" the rule read: the
+        # judge replaces the lenient guard
+        untrusted: set[tuple[str, str]] = set()
+        if not self.judge_labels:
+            verdicts = self.verify_lenient([r.completion for r in candidates],
+                                           [r.reference for r in candidates])
+            # a check that timed out or failed decided nothing: such a rollout is not taught as
+            # wrong; nor, with negatives_readable, one whose answer or reference the rule could
+            # not read
+            untrusted = {(r.problem_id, r.completion)
+                         for r, v in zip(candidates, verdicts, strict=True)
+                         if v.correct or v.reason in ("timeout", "error")
+                         or (self.negatives_readable and not rule_read(r))}
         pairs = []
         for p in positives:
             excluded = {c for pid, c in untrusted if pid == p.problem_id}
@@ -328,7 +377,7 @@ class CooperReward:
                                          else pending.negatives())
         seconds_negatives = time.perf_counter() - t  # what the step waited for
         written = build_pairs(pending.positives, outcomes) if outcomes else []
-        pairs = pending.rollout_pairs + written
+        pairs = pending.rollout_pairs + written + pending.replay
         paired = {p.positive for p in pairs}
         for p, o in zip(pending.positives, outcomes, strict=False):
             if o.negative is None:  # the log says why
@@ -337,9 +386,9 @@ class CooperReward:
         local = [len(pairs), len(pending.rollout_pairs), len(written),
                  sum(o.negative is not None and not o.fallback for o in outcomes),
                  sum(o.fallback for o in outcomes), pending.ambiguous,
-                 sum(p.completion not in paired for p in pending.positives)]
+                 sum(p.completion not in paired for p in pending.positives), len(pending.replay)]
         (total_pairs, from_rollouts, from_positives, valid, fallback, ambiguous,
-         dropped) = (int(x) for x in c.sum_floats(local))
+         dropped, replayed) = (int(x) for x in c.sum_floats(local))
         # 5. the pairwise update over the pairs of every process
         t = time.perf_counter()
         loss = acc = grad_norm = changed = None
@@ -364,7 +413,9 @@ class CooperReward:
             negatives_ambiguous=ambiguous, dropped=dropped, loss=loss, pair_acc_before=acc,
             grad_norm=grad_norm, updated=updated, skipped_nonfinite=skipped,
             seconds_negatives=seconds_negatives, seconds_negatives_total=seconds_working,
-            seconds_update=time.perf_counter() - t, changed_fraction=changed)
+            seconds_update=time.perf_counter() - t, changed_fraction=changed,
+            pairs_replay=replayed, judge=pending.judge,
+            judge_gold_agreement=pending.judge_gold_agreement)
 
     def _measure_pairs(self, pos: list[Triple], neg: list[Triple]) -> list[float]:
         """(summed loss, pairs ranked right) of the frozen reward model: the same objective on
@@ -378,12 +429,17 @@ class CooperReward:
         return [self.objective(lp, ln, 1.0).item(), float((lp > ln).sum())]
 
     def source_metrics(self) -> dict[str, float]:
-        """Counters of the negative sources that keep any (an endpoint's requests, retries,
-        failures by kind, circuit-breaker state)."""
-        return self.negatives.metrics() if self.negatives is not None else {}
+        """Counters of the negative sources and the judge that keep any (an endpoint's requests,
+        retries, failures by kind, circuit-breaker state; the judge's calls over the run)."""
+        out = self.negatives.metrics() if self.negatives is not None else {}
+        if self.judge is not None:
+            out.update({**self.judge.metrics(), "judge/calls_total": float(self.judge.calls)})
+        return out
 
     def close(self) -> None:
         if self._executor:
             self._executor.shutdown(wait=True)
         if self.negatives is not None:
             self.negatives.close()
+        if self.judge is not None:
+            self.judge.close()

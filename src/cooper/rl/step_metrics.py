@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from cooper.config.train import Payer
 from cooper.rl.blind_spot import blind_spot_metrics
+from cooper.rl.judging import judge_metrics
 from cooper.rl.pairs import RolloutStats
 from cooper.rl.step import Stage2Stats
 
@@ -28,6 +29,8 @@ def rollout_metrics(stats: RolloutStats, seconds: dict[str, float],
         m["reward/nonfinite"] = stats.nonfinite_scores
     if stats.blind_spot is not None:
         m.update(blind_spot_metrics(stats.blind_spot))
+    if stats.judge is not None:  # reward.judge_rejected: the judge paid what the rule rejected
+        m.update(judge_metrics(stats.judge))
     m["rm/problems_with_positive"] = stats.problems_with_positive
     m["verify/timeouts"] = stats.verifier_timeouts
     m.update({f"perf/{name}": value for name, value in seconds.items()})
@@ -51,4 +54,10 @@ def stage2_metrics(st: Stage2Stats) -> dict[str, float]:
         m["rm/grad_norm"] = st.grad_norm
     if st.changed_fraction is not None:
         m["rm/changed_fraction"] = st.changed_fraction
+    if st.pairs_replay:
+        m["rm/pairs_replay"] = st.pairs_replay
+    if st.judge is not None:  # rm_update.labels=judge: the judge labelled the update
+        m.update(judge_metrics(st.judge))
+    if st.judge_gold_agreement is not None:
+        m["judge/gold_agreement"] = st.judge_gold_agreement
     return m

@@ -58,7 +58,9 @@ from cooper.rl.checkpoints import (
     save_reward_model_state,
 )
 from cooper.rl.console import ConsoleCallback
+from cooper.rl.judging import rollout_judge
 from cooper.rl.negatives import negative_writer
+from cooper.rl.pairs import replay_pairs
 from cooper.rl.step import CooperReward
 from cooper.rl.trl_reward import CooperCallback, CooperRewardFunction, check_trainable_precision
 from cooper.rl.validation import ValidationCallback
@@ -256,7 +258,8 @@ class CooperTrainer(GRPOTrainer):
             cfg, rm=rm, updater=updater, verify=verify, negatives=negatives,
             verify_lenient=partial(verify_batch, mode="lenient",
                                    timeout_s=cfg.reward.verifier_timeout_s),
-            collective=collective)
+            collective=collective, judge=rollout_judge(cfg, collective),
+            replay=replay_pairs(cfg.rm_update))
         # a background Stage 2 (after the policy's step) is logged in its own step
         self.reward.metrics_sink = self.record
         # checkpoints are staged by _save_checkpoint and restored by the runner

@@ -1,0 +1,237 @@
+"""Asking a judge about a step's rollouts: each distinct answer once, within a budget, never a
+crash.
+
+Two uses in a run, each a setting (``docs/training.md``, "Labels beyond the rule"):
+
+- ``reward.judge_rejected`` (TinyV's design): every rollout the rule rejects is put to the
+  judge, and a "yes" pays 1;
+- ``rm_update.labels=judge``: Cooper's update takes labels from the judge where the rule's "no" says
+  nothing (it could not read the answer or the reference) or the reward model disagrees with it,
+  at most ``judge.budget`` of the step's rollouts (:func:`stage2_candidates` orders them).
+
+The judge is any :class:`cooper.labelling.judge.Judge`: an LLM behind an endpoint, a local
+model, or the testbeds' gold judge. :class:`RolloutJudge` keeps what it was told, keyed by the
+problem and the final answer (:func:`answer_key`), so the same answer to the same problem is
+asked once in the whole run, and a later step gets it for free; with several processes each asks
+its share of the new answers and the verdicts are gathered, so every process labels alike. A
+call that fails, times out, raises or answers nonsense gives no label (counted), never a guess;
+the run goes on. Its record is saved in every checkpoint, so a resumed run asks what an
+uninterrupted one would.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from cooper.infra.collective import Collective, SingleProcess
+from cooper.rl.blind_spot import rule_read
+from cooper.types import Rollout
+from cooper.verify.extraction import clean_answer
+from cooper.verify.verifier import verify_batch
+
+if TYPE_CHECKING:
+    from cooper.config.train import TrainConfig
+    from cooper.labelling.judge import Judge
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]
+
+
+def answer_key(r: Rollout) -> Key:
+    """(problem, final answer): what the judge's verdict depends on. A rollout with no final
+    answer the rule could extract is keyed by its whole text."""
+    answer = clean_answer(r.extracted) if r.extracted is not None else "\x00" + r.completion
+    return r.problem_id, answer
+
+
+@dataclass(frozen=True)
+class JudgeRound:
+    """What one step asked of the judge (logged under ``judge/``, :func:`judge_metrics`)."""
+
+    rollouts: int  # the step's rollouts, over all processes (the callers below set it)
+    candidates: int  # rollouts the judge was to label
+    distinct: int  # distinct (problem, answer) among them
+    cached: int  # of those, decided in an earlier step or call (free)
+    asked: int  # new calls to the judge
+    unlabelled: int  # candidates left without a label (over budget, or no verdict)
+    failed: int  # calls that gave no verdict (failed, unparsed, an exception)
+    yes: int  # calls answered "right"
+    no: int  # calls answered "wrong"
+    seconds: float
+
+
+def judge_metrics(r: JudgeRound) -> dict[str, float]:
+    """The round as logged metrics (each defined in ``docs/metrics.md``); the run's total calls
+    come with the judge's own counters (:meth:`RolloutJudge.metrics`)."""
+    return {"judge/candidates": r.candidates, "judge/asked": r.asked,
+            "judge/asked_share": r.asked / r.rollouts if r.rollouts else 0.0,
+            "judge/cached": r.cached, "judge/unlabelled": r.unlabelled,
+            "judge/failed": r.failed, "judge/yes": r.yes, "judge/no": r.no,
+            "perf/judge": r.seconds}
+
+
+class RolloutJudge:
+    """A :class:`~cooper.labelling.judge.Judge` asked about rollouts, with a memory of its
+    verdicts (see the module docstring)."""
+
+    def __init__(self, judge: Judge, *, collective: Collective | None = None):
+        self.judge = judge
+        self.collective = collective or SingleProcess()
+        self.verdicts: dict[Key, bool] = {}
+        self.calls = 0  # new calls over the run, every process's
+
+    def label(self, rollouts: Sequence[Rollout], *, limit: int | None = None
+              ) -> tuple[list[bool | None], JudgeRound]:
+        """The judge's verdict on each rollout (None: no label), asking about at most ``limit``
+        distinct answers not decided before (None: all), in the order they first appear: the
+        caller puts first what it wants judged first. ``rollouts`` must be the same list on
+        every process (the gathered step)."""
+        t = time.perf_counter()
+        keys = [answer_key(r) for r in rollouts]
+        first: dict[Key, Rollout] = {}
+        for k, r in zip(keys, rollouts, strict=True):
+            first.setdefault(k, r)
+        new = [k for k in first if k not in self.verdicts]
+        ask = new if limit is None else new[:max(0, limit)]
+        c = self.collective
+        mine = ask[c.rank::c.world_size]
+        answers = c.gather_objects(list(zip(mine, self._ask([first[k] for k in mine]),
+                                            strict=True)))
+        got = dict(answers)
+        for k, v in got.items():
+            if v is not None:
+                self.verdicts[k] = v
+        self.calls += len(ask)
+        labels = [self.verdicts.get(k) for k in keys]
+        decided = [v for v in got.values() if v is not None]
+        return labels, JudgeRound(
+            rollouts=len(rollouts), candidates=len(rollouts), distinct=len(first),
+            cached=len(first) - len(new), asked=len(ask),
+            unlabelled=sum(v is None for v in labels), failed=len(got) - len(decided),
+            yes=sum(decided), no=len(decided) - sum(decided), seconds=time.perf_counter() - t)
+
+    def _ask(self, rollouts: list[Rollout]) -> list[bool | None]:
+        """The judge's verdicts; None where it gave none. Never raises: a judge that fails
+        gives no label."""
+        if not rollouts:
+            return []
+        from cooper.labelling.judge import JudgeItem
+
+        items = [JudgeItem(r.question, r.reference, r.completion) for r in rollouts]
+        try:
+            verdicts = self.judge.judge(items)
+        except Exception as e:  # noqa: BLE001 -- any failure of the judge is "no label"
+            log.warning("the judge (%s) failed on %d answers, which get no label: %s: %s",
+                        getattr(self.judge, "name", "?"), len(items), type(e).__name__, e)
+            return [None] * len(items)
+        if len(verdicts) != len(items):
+            log.warning("the judge (%s) gave %d verdicts for %d answers; none is used",
+                        getattr(self.judge, "name", "?"), len(verdicts), len(items))
+            return [None] * len(items)
+        return [v.correct for v in verdicts]
+
+    def metrics(self) -> dict[str, float]:
+        """The judge's own counters (an endpoint's retries and failures, the gold judge's
+        flips), under ``judge/``."""
+        try:
+            raw = self.judge.metrics()
+        except Exception:  # noqa: BLE001 -- counters are a courtesy, never a failure
+            return {}
+        return {f"judge/{k}": float(v) for k, v in raw.items()}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"calls": self.calls,
+                "verdicts": [[p, a, v] for (p, a), v in self.verdicts.items()]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.calls = int(state.get("calls", 0))
+        self.verdicts = {(str(p), str(a)): bool(v) for p, a, v in state.get("verdicts", [])}
+
+    def close(self) -> None:
+        self.judge.close()
+
+
+def rollout_judge(cfg: TrainConfig, collective: Collective | None = None) -> RolloutJudge | None:
+    """The judge a ``cooper train`` run asks (``judge.*``), None when no setting asks one."""
+    if not (cfg.reward.judge_rejected or cfg.rm_update.labels == "judge"):
+        return None
+    from cooper.labelling.judge import judge_from_config
+
+    judge = judge_from_config(cfg.judge, seed=cfg.seed, dtype=cfg.policy.dtype)
+    return RolloutJudge(judge, collective=collective) if judge is not None else None
+
+
+def stage2_candidates(rollouts: Sequence[Rollout], threshold: float) -> tuple[list[int], list[int]]:
+    """How Cooper's update labels the rule's rejections with a judge (``rm_update.labels=judge``):
+    (trusted negatives, candidates for the judge), as indices into ``rollouts``.
+
+    The rule's "no" is trusted where it read the answer and the reference as different numbers
+    (:func:`~cooper.rl.blind_spot.rule_read`) and the reward model pays under ``threshold``. Where
+    it rejects and the reward model pays at least ``threshold`` (they disagree), or it could not
+    read the answer or the reference (its "no" says nothing), the judge decides; candidates come
+    highest-paid first, so the disagreements the reward model is surest of are judged first.
+    A rollout the rule accepts is neither (it is a positive)."""
+    trusted, candidates = [], []
+    for i, r in enumerate(rollouts):
+        if r.correct:
+            continue
+        score = r.rm_score if r.rm_score is not None and math.isfinite(r.rm_score) else None
+        disagree = score is not None and score >= threshold
+        if rule_read(r) and not disagree:
+            trusted.append(i)
+        else:
+            candidates.append(i)
+
+    def paid(i: int) -> float:
+        s = rollouts[i].rm_score
+        return s if s is not None and math.isfinite(s) else -math.inf
+
+    return trusted, sorted(candidates, key=paid, reverse=True)  # stable: ties in sampling order
+
+
+def judge_rejected(judge: RolloutJudge, mine: list[Rollout], everyone: list[Rollout]
+                   ) -> tuple[list[Rollout], list[Rollout], JudgeRound]:
+    """``reward.judge_rejected``: every rollout the rule rejected, put to the judge (each
+    distinct answer once); its verdict rides on the rollout (``judged``), this process's
+    (``mine``) and the gathered step's (``everyone``) alike."""
+    rejected = [r for r in everyone if not r.correct]
+    labels, judged = judge.label(rejected)
+    judged = replace(judged, rollouts=len(everyone))
+    verdicts = {answer_key(r): v for r, v in zip(rejected, labels, strict=True)}
+
+    def with_verdict(rs: list[Rollout]) -> list[Rollout]:
+        return [r if r.correct else replace(r, judged=verdicts.get(answer_key(r))) for r in rs]
+
+    return with_verdict(mine), with_verdict(everyone), judged
+
+
+def judged_pool(judge: RolloutJudge, everyone: list[Rollout], *, budget: float,
+                threshold: float, gold: bool = False
+                ) -> tuple[list[Rollout], JudgeRound, float | None]:
+    """``rm_update.labels=judge``: the step's rollouts labelled for the update (``correct`` is
+    the label): the rule's yes, its trusted no, and the judge's verdicts on the rest, asking at
+    most ``budget`` of the rollouts (:func:`stage2_candidates`); a rollout with no label is left
+    out. With ``gold`` (testbeds), also the share of the judge's labels that the gold judge
+    shares (else None)."""
+    trusted, candidates = stage2_candidates(everyone, threshold)
+    labels, judged = judge.label([everyone[i] for i in candidates],
+                                 limit=math.floor(budget * len(everyone)))
+    judged = replace(judged, rollouts=len(everyone))
+    keep = {i: r for i, r in enumerate(everyone) if r.correct}
+    keep.update((i, everyone[i]) for i in trusted)
+    decided = [(i, label) for i, label in zip(candidates, labels, strict=True)
+               if label is not None]
+    keep.update((i, replace(everyone[i], correct=label)) for i, label in decided)
+    agreement = None
+    if gold and decided:
+        verdicts = verify_batch([everyone[i].completion for i, _ in decided],
+                                [everyone[i].reference for i, _ in decided], mode="gold")
+        agreement = sum(v.correct == label for v, (_, label) in
+                        zip(verdicts, decided, strict=True)) / len(decided)
+    return [keep[i] for i in sorted(keep)], judged, agreement

@@ -1,0 +1,290 @@
+"""A judge asked during RL (cooper.rl.judging): the gold judge and its seeded flips, each answer
+asked once, the budget, a judge that fails or answers nonsense (no label, never a crash, never a
+guess, over a real HTTP server), which rejections the update puts to it, and the two uses in a
+step: TinyV's pay and Cooper's labels."""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import pytest
+from openai_server import OpenAIServer, unused_port_url
+
+from cooper.config import load_config
+from cooper.config.engine import ConfigError
+from cooper.labelling.judge import GoldJudge, JudgeItem, JudgeVerdict, judge_from_config
+from cooper.rl.judging import (
+    RolloutJudge,
+    answer_key,
+    judged_pool,
+    stage2_candidates,
+)
+from cooper.types import Rollout
+
+
+def roll(pid: str, answer: str | None, ref: str, *, rule: bool = False,
+         score: float | None = None, text: str | None = None) -> Rollout:
+    completion = text if text is not None else (
+        f"work. The answer is \\boxed{{{answer}}}." if answer is not None else "no idea")
+    return Rollout(pid, f"question {pid}", ref, completion, rule, answer, score)
+
+
+class CountingJudge:
+    """The gold judge, counting what it is asked (a judge is a Protocol: any object will do)."""
+
+    name, mode = "counting", "gold"
+
+    def __init__(self, **kw):
+        self.gold, self.asked = GoldJudge(**kw), []
+
+    def judge(self, items, *, progress=False):
+        self.asked += list(items)
+        return self.gold.judge(items)
+
+    def metrics(self):
+        return {"asked": len(self.asked)}
+
+    def close(self):
+        pass
+
+
+# ------------------------------------------------------------------ the gold judge
+
+def test_the_gold_judge_behind_the_judge_interface():
+    items = [JudgeItem("Is 52 greater than 47?", "True", "52 > 47. The answer is \\boxed{yes}."),
+             JudgeItem("What is 50 + 5?", "55", "so \\boxed{fifty-five}"),
+             JudgeItem("What is 50 + 5?", "55", "so \\boxed{54}"),
+             JudgeItem("What is 50 + 5?", "55", "I give up"),
+             JudgeItem("?", "a fraction", "\\boxed{1}")]
+    got = GoldJudge().judge(items)
+    assert [v.verdict for v in got] == ["yes", "yes", "no", "no", "failed"]
+    assert [v.correct for v in got] == [True, True, False, False, None]
+
+
+def test_its_flips_are_seeded_per_item_and_at_the_rate_asked():
+    items = [JudgeItem(f"What is {n} + 1?", str(n + 1), f"\\boxed{{{n + 1}}}") for n in range(2000)]
+    noisy = GoldJudge(error_rate=0.1, seed=3)
+    first = [v.correct for v in noisy.judge(items)]
+    assert 0.08 < first.count(False) / len(first) < 0.12
+    assert noisy.metrics() == {"judge_flipped": first.count(False)}
+    # the same answer to the same problem is always judged the same way; another seed differs
+    assert [v.correct for v in GoldJudge(error_rate=0.1, seed=3).judge(items)] == first
+    assert [v.correct for v in GoldJudge(error_rate=0.1, seed=4).judge(items)] != first
+    assert all(v.correct for v in GoldJudge().judge(items))
+
+
+def test_the_judges_settings_are_checked():
+    ok = ["reward.mode=hybrid_cooper", "reward.model=m", "rm_update.labels=judge",
+          "judge.backend=gold"]
+    assert load_config(None, ok).validate().rm_update.labels == "judge"
+    for extra, message in [
+        (["judge.backend=none"], "judge.backend=none"),
+        (["judge.error_rate=0.7"], r"\[0, 0.5\]"),
+        (["judge.backend=endpoint", "judge.error_rate=0.1", "judge.base_url=http://x/v1",
+          "judge.model=m"], "flips the gold judge"),
+        (["judge.budget=0"], "judge.budget"),
+        (["judge.backend=endpoint"], "judge.base_url"),
+        (["judge.backend=local"], "judge.model"),
+        (["judge.mode=choice"], "judge.backend=local"),
+        (["reward.mode=rm"], "hybrid_cooper"),
+        (["rm_update.labels=maybe"], "rm_update.labels"),
+        (["rm_update.replay=4"], "replay_file"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            load_config(None, ok + extra).validate()
+    with pytest.raises(ConfigError, match="reward.mode=rule"):
+        load_config(None, ["reward.mode=cooper", "reward.model=m", "reward.judge_rejected=true",
+                           "judge.backend=gold"]).validate()
+    assert judge_from_config(load_config(None, []).judge) is None
+    assert isinstance(judge_from_config(load_config(None, ok).judge), GoldJudge)
+
+
+# ------------------------------------------------------------------ asking about rollouts
+
+def test_each_answer_to_a_problem_is_asked_once_and_remembered():
+    judge = CountingJudge()
+    rj = RolloutJudge(judge)
+    rollouts = [roll("a", "55", "55"), roll("a", "55", "55", text="other work, \\boxed{55}"),
+                roll("a", "fifty-five", "55"), roll("b", "54", "55"), roll("a", None, "55")]
+    labels, r = rj.label(rollouts)
+    assert labels == [True, True, True, False, False]
+    # "55" twice for problem a is one question (the same final answer, other working)
+    assert (r.candidates, r.distinct, r.asked, r.cached) == (5, 4, 4, 0)
+    assert (r.yes, r.no, r.failed, r.unlabelled) == (2, 2, 0, 0)
+    again, r2 = rj.label(rollouts[:2] + [roll("b", "56", "55")])
+    assert again == [True, True, False] and (r2.asked, r2.cached) == (1, 1)
+    assert len(judge.asked) == 5 and rj.calls == 5
+    assert answer_key(rollouts[0]) == answer_key(rollouts[1]) != answer_key(rollouts[3])
+
+
+def test_the_limit_asks_the_first_new_answers_and_leaves_the_rest_unlabelled():
+    judge = CountingJudge()
+    rj = RolloutJudge(judge)
+    rj.label([roll("p0", "0", "0")])  # known from an earlier step: free
+    rollouts = [roll(f"p{i}", str(i), str(i)) for i in range(6)]
+    labels, r = rj.label(rollouts, limit=2)
+    assert labels == [True, True, True, None, None, None]
+    assert (r.asked, r.cached, r.unlabelled) == (2, 1, 3)
+    assert [it.question for it in judge.asked[1:]] == ["question p1", "question p2"]
+
+
+class Raising:
+    name, mode = "broken", "generate"
+
+    def judge(self, items, *, progress=False):
+        raise RuntimeError("CUDA out of memory")
+
+    def metrics(self):
+        raise RuntimeError("no counters either")
+
+    def close(self):
+        pass
+
+
+class Short(Raising):
+    def judge(self, items, *, progress=False):
+        return [JudgeVerdict("yes")]
+
+
+def test_a_judge_that_fails_gives_no_label_and_no_crash(caplog):
+    rollouts = [roll("a", "55", "55"), roll("b", "54", "55")]
+    for judge in (Raising(), Short()):
+        rj = RolloutJudge(judge)
+        labels, r = rj.label(rollouts)
+        assert labels == [None, None] and (r.asked, r.failed, r.unlabelled) == (2, 2, 2)
+        assert rj.verdicts == {}  # a failure is not remembered: a later step may ask again
+        assert rj.metrics() == {}
+    assert "CUDA out of memory" in caplog.text and "gave 1 verdicts for 2" in caplog.text
+
+
+def test_an_llm_judge_over_http_that_answers_nonsense_fails_or_times_out():
+    """A real server plays the judge: a parsable yes, a reply without a verdict, a server
+    error past its retries, and a connection refused; only the first gives a label."""
+    replies = iter(["Thinking... VERDICT: YES", "I cannot decide.", "VERDICT: NO", "VERDICT: NO"])
+    with OpenAIServer(lambda req: next(replies)) as server:
+        server.script("ok", "ok", "http_500", "http_500")
+        cfg = load_config(None, ["judge.backend=endpoint", f"judge.base_url={server.url}",
+                                 "judge.model=test-model", "judge.max_retries=1",
+                                 "judge.concurrency=1", "judge.timeout_s=5"]).judge
+        rj = RolloutJudge(judge_from_config(cfg))
+        labels, r = rj.label([roll("a", "55", "55"), roll("b", "fifty", "50"),
+                              roll("c", "7", "8")])
+        assert labels == [True, None, None] and (r.yes, r.failed) == (1, 2)
+        assert rj.metrics()["judge/judge_endpoint/requests"] >= 3
+    cfg.base_url = unused_port_url()
+    labels, r = RolloutJudge(judge_from_config(cfg)).label([roll("a", "55", "55")])
+    assert labels == [None] and r.failed == 1
+
+
+def test_its_memory_survives_a_checkpoint():
+    rj = RolloutJudge(GoldJudge())
+    rj.label([roll("a", "55", "55"), roll("b", "54", "55")])
+    again = RolloutJudge(CountingJudge())
+    again.load_state_dict(rj.state_dict())
+    labels, r = again.label([roll("a", "55", "55"), roll("b", "54", "55")])
+    assert labels == [True, False] and r.asked == 0 and again.calls == 2
+
+
+# ------------------------------------------------------------------ what the update asks
+
+def test_which_rejections_the_update_trusts_and_which_it_asks_about():
+    rollouts = [
+        roll("a", "55", "55", rule=True, score=0.9),  # accepted: a positive, neither
+        roll("a", "54", "55", score=0.2),  # read as another number, paid little: trusted no
+        roll("a", "54", "55", score=0.7),  # read, but the reward model pays it: disagreement
+        roll("a", "fifty-five", "55", score=0.3),  # in words: the rule's no says nothing
+        roll("b", "yes", "True", score=0.95),  # a truth value: the rule reads none
+        roll("a", None, "55", score=float("nan")),  # no answer, no score: asked, last
+    ]
+    trusted, candidates = stage2_candidates(rollouts, threshold=0.5)
+    assert trusted == [1]
+    assert candidates == [4, 2, 3, 5]  # the highest-paid first
+
+
+def test_the_judged_pool_labels_what_was_judged_and_leaves_out_the_rest():
+    rollouts = [roll("a", "55", "55", rule=True, score=0.9), roll("a", "54", "55", score=0.1),
+                roll("a", "fifty-five", "55", score=0.8), roll("a", "fifty-four", "55", score=0.6),
+                roll("b", "yes", "True", score=0.4), roll("b", "no", "True", score=0.3)]
+    rj = RolloutJudge(GoldJudge(error_rate=0.0))
+    # 6 rollouts at a third: 2 new calls, the two highest-paid candidates
+    pool, r, agreement = judged_pool(rj, rollouts, budget=1 / 3, threshold=0.5, gold=True)
+    assert [(x.completion, x.correct) for x in pool] == [
+        (rollouts[0].completion, True), (rollouts[1].completion, False),
+        (rollouts[2].completion, True), (rollouts[3].completion, False)]
+    assert (r.rollouts, r.candidates, r.asked, r.unlabelled) == (6, 4, 2, 2)
+    assert agreement == 1.0
+    noisy = RolloutJudge(GoldJudge(error_rate=0.5, seed=1))
+    _, r, agreement = judged_pool(noisy, rollouts, budget=1.0, threshold=0.5, gold=True)
+    assert r.asked == 4 and agreement is not None and agreement < 1.0
+
+
+# ------------------------------------------------------------------ in a step
+
+def step_with(args: list[str], judge):
+    from cooper.rl.step import CooperReward
+    from cooper.verify.verifier import verify_batch
+
+    cfg = load_config(None, args)
+    return CooperReward.from_config(cfg, rm=None, updater=None, judge=judge,
+                                    verify=partial(verify_batch, mode="strict", timeout_s=10))
+
+
+def test_tinyv_pays_what_the_judge_accepts_among_the_rules_rejections():
+    judge = RolloutJudge(CountingJudge())
+    step = step_with(["reward.mode=rule", "reward.judge_rejected=true", "judge.backend=gold",
+                      "validation.judge=gold", "rm_update.pair_metrics=false"], judge)
+    texts = ["\\boxed{55}", "\\boxed{fifty-five}", "\\boxed{54}", "\\boxed{fifty-five}"]
+    rollouts, stats, seconds = step.score(["p"] * 4, ["What is 50 + 5?"] * 4, ["55"] * 4, texts,
+                                          step=1)
+    assert [r.correct for r in rollouts] == [True, False, False, False]  # the rule's, as logged
+    assert step.rewards(rollouts) == [1.0, 1.0, 0.0, 1.0]
+    assert stats.judge.asked == 2 and stats.judge.candidates == 3  # fifty-five once
+    assert stats.rule_mean == 0.25 and stats.blind_spot.gold_gap == pytest.approx(0.0)
+    assert "judge" in seconds
+    from cooper.rl.step_metrics import rollout_metrics
+
+    m = rollout_metrics(stats, seconds)
+    assert m["judge/asked"] == 2 and m["judge/asked_share"] == 0.5
+
+
+def test_judged_labels_reach_the_update_and_unjudged_ones_never_become_negatives():
+    """A Cooper step on a tiny reward model, every rejection a disagreement (threshold 0): with
+    budget for all, the right answer in words is judged right and paired with the judged-wrong
+    ones; with budget for one, the rest get no label, so no rollout is taught as wrong by the
+    rule's "no" and no pair can form."""
+    from cooper.rl.step import CooperReward, load_reward_model
+    from cooper.rl.step_metrics import stage2_metrics
+    from cooper.verify.verifier import verify_batch
+
+    pytest.importorskip("torch")
+    from cooper.experiment.testbed import tiny_arith_models
+
+    rm_dir = tiny_arith_models() / "reward"
+    texts = ["50 + 5 = 55. The answer is \\boxed{fifty-five}.",
+             "50 + 5 = 54. The answer is \\boxed{fifty-four}.",
+             "50 + 5 = 56. The answer is \\boxed{56}.",
+             "50 + 5 = 57. The answer is \\boxed{57}."]
+
+    def one_step(budget: float):
+        cfg = load_config(None, ["reward.mode=hybrid_cooper", f"reward.model={rm_dir}",
+                                 "rm_update.negatives=rollouts", "rm_update.labels=judge",
+                                 "judge.backend=gold", f"judge.budget={budget}",
+                                 "judge.threshold=0.0", "validation.judge=gold"]).validate()
+        rm, updater = load_reward_model(rm_dir, plan=cfg.plan(), update=cfg.rm_update)
+        step = CooperReward.from_config(cfg, rm=rm, updater=updater,
+                                        judge=RolloutJudge(CountingJudge()),
+                                        verify=partial(verify_batch, mode="strict", timeout_s=10))
+        step.score(["p"] * 4, ["What is 50 + 5?"] * 4, ["55"] * 4, texts, step=1)
+        return step, step.update()
+
+    step, st = one_step(1.0)
+    assert (st.judge.asked, st.judge.unlabelled, st.judge.yes) == (4, 0, 1)
+    assert st.positives == 1  # the answer in words, judged right
+    assert st.pairs == 2 and st.updated and math.isfinite(st.loss)  # 2 negatives per positive
+    assert st.judge_gold_agreement == 1.0
+    assert stage2_metrics(st)["judge/asked"] == 4
+    assert step.source_metrics()["judge/calls_total"] == 4.0
+    _, st = one_step(0.25)
+    assert (st.judge.asked, st.judge.unlabelled) == (1, 3)
+    assert st.pairs == 0 and not st.updated
