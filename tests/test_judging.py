@@ -9,7 +9,6 @@ import math
 from functools import partial
 
 import pytest
-from openai_server import OpenAIServer, unused_port_url
 
 from cooper.config import load_config
 from cooper.config.engine import ConfigError
@@ -21,6 +20,7 @@ from cooper.rl.judging import (
     stage2_candidates,
 )
 from cooper.types import Rollout
+from openai_server import OpenAIServer, unused_port_url
 
 
 def roll(pid: str, answer: str | None, ref: str, *, rule: bool = False,
@@ -253,8 +253,9 @@ def test_judged_labels_reach_the_update_and_unjudged_ones_never_become_negatives
     budget for all, the right answer in words is judged right and paired with the judged-wrong
     ones; with budget for one, the rest get no label, so no rollout is taught as wrong by the
     rule's "no" and no pair can form."""
-    from cooper.rl.step import CooperReward, load_reward_model
+    from cooper.rl.step import CooperReward
     from cooper.rl.step_metrics import stage2_metrics
+    from cooper.rm.update import load_reward_model
     from cooper.verify.verifier import verify_batch
 
     pytest.importorskip("torch")

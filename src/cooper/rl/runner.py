@@ -25,7 +25,6 @@ from cooper.data.prompts import prompt_messages, render_prompt
 from cooper.errors import UserError
 from cooper.infra import collective
 from cooper.infra.models import load_tokenizer, resolve
-from cooper.rl import step
 from cooper.rl.checkpoints import (
     complete_checkpoints,
     discard_staged_checkpoints,
@@ -33,6 +32,7 @@ from cooper.rl.checkpoints import (
     step_of,
 )
 from cooper.rl.trainer import CooperTrainer, pinned_grpo_settings
+from cooper.rm import update as rm_update
 from cooper.rm.model import RewardModel
 from cooper.rm.update import PairwiseUpdater
 
@@ -77,7 +77,7 @@ def build_dataset(cfg: TrainConfig, tokenizer) -> Any:
 def load_reward_model(cfg: TrainConfig, device=None) -> tuple[RewardModel | None,
                                                               PairwiseUpdater | None]:
     """The reward model (``reward.model``) and, when Stage 2 updates it, its updater."""
-    return step.load_reward_model(cfg.reward.model or None, plan=cfg.plan(),
+    return rm_update.load_reward_model(cfg.reward.model or None, plan=cfg.plan(),
                                   update=cfg.rm_update, max_length=cfg.reward.max_length,
                                   dtype=cfg.policy.dtype, device=device)
 

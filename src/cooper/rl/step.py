@@ -38,7 +38,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import os
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -47,7 +46,6 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from cooper.config.train import Payer, RewardPlan, RMUpdateConfig, Stage2, TrainConfig
-from cooper.errors import UserError
 from cooper.infra.collective import Collective, SingleProcess
 from cooper.rl.blind_spot import blind_spot_stats, rule_read
 from cooper.rl.groups import group_by_problem
@@ -70,35 +68,6 @@ if TYPE_CHECKING:
     from cooper.rm.update import PairwiseUpdater
 
 log = logging.getLogger(__name__)
-
-
-def load_reward_model(model: str | os.PathLike | RewardModel | None, *, plan: RewardPlan,
-                      update: RMUpdateConfig, max_length: int | None = None,
-                      dtype: str = "float32", device=None
-                      ) -> tuple[RewardModel | None, PairwiseUpdater | None]:
-    """The reward model (a folder, or one already loaded) and, when Stage 2 updates it, its
-    updater: AdamW over the top ``update.train_layers`` layers (all when None)."""
-    if model is None:
-        return None, None
-    from cooper.rm.model import RewardModel
-    from cooper.rm.update import PairwiseUpdater
-
-    rm = model if isinstance(model, RewardModel) else RewardModel.load(
-        model, max_length=max_length, dtype=dtype)
-    if device is not None:
-        rm.model.to(device)
-    if plan.stage2 is not Stage2.UPDATE:
-        return rm, None
-    if update.train_layers is not None:
-        try:
-            rm.train_top_layers(update.train_layers)
-        except UserError as e:  # name the setting, not the function
-            raise UserError(f"rm_update.train_layers: {e}") from e
-    return rm, PairwiseUpdater(rm, lr=update.lr, weight_decay=update.weight_decay,
-                               max_grad_norm=update.max_grad_norm,
-                               micro_batch_size=update.micro_batch_size, loss=update.loss,
-                               margin=update.margin, anchor_weight=update.anchor_weight,
-                               epochs=update.epochs)
 
 
 @dataclass(frozen=True, kw_only=True)

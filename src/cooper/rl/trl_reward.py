@@ -65,8 +65,9 @@ from cooper.rl.checkpoints import (
 )
 from cooper.rl.judging import RolloutJudge
 from cooper.rl.pairs import replay_pairs
-from cooper.rl.step import CooperReward, load_reward_model
+from cooper.rl.step import CooperReward
 from cooper.rl.step_metrics import rollout_metrics, stage2_metrics
+from cooper.rm.update import load_reward_model
 from cooper.types import Rollout
 from cooper.verify.verifier import completion_text, verify_batch
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,7 @@ from cooper.rm.trunk import StepStates, trained_top_layers, unsupported
 if TYPE_CHECKING:
     import torch
 
+    from cooper.config.train import RewardPlan, RMUpdateConfig
     from cooper.rm.model import RewardModel
     from cooper.types import Triple
 
@@ -250,3 +252,32 @@ class PairwiseUpdater:
         self.optimizer.load_state_dict(state["optimizer"])
         self.steps, self.skipped_steps = int(state["steps"]), int(state["skipped_steps"])
         self.max_grad_norm = float(state["max_grad_norm"])
+
+
+def load_reward_model(model: str | os.PathLike | RewardModel | None, *, plan: RewardPlan,
+                      update: RMUpdateConfig, max_length: int | None = None,
+                      dtype: str = "float32", device=None
+                      ) -> tuple[RewardModel | None, PairwiseUpdater | None]:
+    """The reward model (a folder, or one already loaded) and, when Stage 2 updates it, its
+    updater: AdamW over the top ``update.train_layers`` layers (all when None)."""
+    if model is None:
+        return None, None
+    from cooper.config.train import Stage2
+    from cooper.rm.model import RewardModel
+
+    rm = model if isinstance(model, RewardModel) else RewardModel.load(
+        model, max_length=max_length, dtype=dtype)
+    if device is not None:
+        rm.model.to(device)
+    if plan.stage2 is not Stage2.UPDATE:
+        return rm, None
+    if update.train_layers is not None:
+        try:
+            rm.train_top_layers(update.train_layers)
+        except UserError as e:  # name the setting, not the function
+            raise UserError(f"rm_update.train_layers: {e}") from e
+    return rm, PairwiseUpdater(rm, lr=update.lr, weight_decay=update.weight_decay,
+                               max_grad_norm=update.max_grad_norm,
+                               micro_batch_size=update.micro_batch_size, loss=update.loss,
+                               margin=update.margin, anchor_weight=update.anchor_weight,
+                               epochs=update.epochs)
