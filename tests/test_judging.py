@@ -5,6 +5,7 @@ step: TinyV's pay and Cooper's labels."""
 
 from __future__ import annotations
 
+import json
 import math
 from functools import partial
 
@@ -289,3 +290,97 @@ def test_judged_labels_reach_the_update_and_unjudged_ones_never_become_negatives
     _, st = one_step(0.25)
     assert (st.judge.asked, st.judge.unlabelled) == (1, 3)
     assert st.pairs == 0 and not st.updated
+
+
+# ------------------------------------------------------------------ whole runs (smoke)
+
+@pytest.fixture(scope="module")
+def arith():
+    from cooper.experiment.testbed import tiny_arith_models
+
+    return tiny_arith_models()
+
+
+def compare_args(arith, out, *extra: str) -> list[str]:
+    from test_train_smoke import tiny_args
+
+    return [*tiny_args(arith, out, "hybrid_cooper", "data.dataset=arith_2x1_compare",
+                       "validation.dataset=arith_2x1_compare", "validation.split=validation",
+                       "validation.judge=gold", "rm_update.negatives=rollouts",
+                       "rollout.prompts_per_step=4", "judge.backend=gold"), *extra]
+
+
+@pytest.mark.smoke
+def test_cooper_train_with_judged_labels_and_replay_resumes_with_the_judges_memory(arith,
+                                                                                   tmp_path):
+    import random
+
+    from conftest import run_cli
+    from cooper.data.synthetic import compare_triples
+    from test_train_smoke import metrics
+
+    rows = tmp_path / "rm_rows.jsonl"
+    rows.write_text("".join(json.dumps(t.to_json()) + "\n"
+                            for t in compare_triples("train", 40, random.Random(0))))
+    out = tmp_path / "judged"
+    args = compare_args(arith, out, "rm_update.labels=judge", "judge.budget=0.25",
+                        "judge.error_rate=0.1", "rm_update.replay=2",
+                        f"rm_update.replay_file={rows}", "save_steps=1")
+    run_cli(*args)
+    steps = [r for r in metrics(out) if "loss" in r]
+    assert [r["step"] for r in steps] == [1, 2]
+    for r in steps:
+        assert r["judge/asked"] <= 0.25 * 16 and r["judge/candidates"] >= r["judge/asked"]
+        assert r["rm/pairs_replay"] == 2 and r["rm/pairs"] >= 2 and r["rm/updated"] == 1.0
+        assert "gold/rm_fpr_unread" in r or "gold/accuracy_yesno" in r
+    memory = json.loads((out / "checkpoint-2" / "judge.json").read_text())
+    assert memory["calls"] == sum(r["judge/asked"] for r in steps) > 0
+    run_cli(*args, "max_steps=3", "--resume")
+    resumed = [r for r in metrics(out) if "loss" in r]
+    assert [r["step"] for r in resumed] == [1, 2, 3]
+    after = json.loads((out / "checkpoint-3" / "judge.json").read_text())
+    assert after["calls"] == memory["calls"] + resumed[-1]["judge/asked"]
+    assert {tuple(v[:2]) for v in memory["verdicts"]} <= {tuple(v[:2]) for v in after["verdicts"]}
+
+
+@pytest.mark.smoke
+def test_cooper_train_pays_the_judges_yes_on_the_rules_rejections(arith, tmp_path):
+    from conftest import run_cli
+    from test_train_smoke import metrics
+
+    out = tmp_path / "tinyv"
+    args = [a.replace("reward.mode=hybrid_cooper", "reward.mode=rule")
+            for a in compare_args(arith, out, "reward.judge_rejected=true")]
+    run_cli(*args)
+    steps = [r for r in metrics(out) if "loss" in r]
+    for r in steps:
+        assert r["judge/candidates"] == round(16 * (1 - r["reward/rule_mean"]))
+        # paid: the rule's yes and the judge's (gold, so exactly the gold accuracy)
+        assert r["reward"] == pytest.approx(r["gold/accuracy"])
+        assert r["hacking/gold_gap"] == pytest.approx(0.0)
+
+
+def test_the_drop_in_takes_a_judge(arith):
+    from cooper.rl import CooperRewardFunction
+
+    prompts = [[{"role": "user", "content": "What is 50 + 5?"}]] * 4
+    batch = [[{"role": "assistant", "content": c}] for c in
+             ["\\boxed{55}", "\\boxed{fifty-five}", "\\boxed{54}", "\\boxed{fifty-four}"]]
+    logged: dict = {}
+    kwargs = dict(reference=["55"] * 4, log_metric=lambda k, v: logged.setdefault(k, v))
+    tinyv = CooperRewardFunction(None, mode="rule", judge=GoldJudge(), judge_rejected=True)
+    assert tinyv(prompts=prompts, completions=batch, **kwargs) == [1.0, 1.0, 0.0, 0.0]
+    assert logged["judge/asked"] == 3
+    logged.clear()
+    judged = CooperRewardFunction(arith / "reward", mode="hybrid_cooper", negatives="rollouts",
+                                  labels="judge", judge=load_config(None, [
+                                      "judge.backend=gold", "judge.budget=1.0",
+                                      "judge.threshold=0.0"]).judge)
+    judged(prompts=prompts, completions=batch, **kwargs)
+    # one positive a prompt (the paper's), paired with the two answers the judge called wrong
+    assert logged["judge/asked"] == 3 and logged["rm/positives"] == 1 and logged["rm/pairs"] == 2
+    with pytest.raises(ConfigError, match="ask.s. a judge"):
+        CooperRewardFunction(arith / "reward", mode="cooper", labels="judge")
+    with pytest.raises(ConfigError, match="mode='rule'"):
+        CooperRewardFunction(arith / "reward", mode="cooper", judge=GoldJudge(),
+                             judge_rejected=True)
