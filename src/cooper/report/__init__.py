@@ -7,8 +7,9 @@ Computes every figure from the raw records with its definition next to it (:mod:
 a run's totals: :mod:`.run_totals`), judges each arm hacked or not (:mod:`.verdict`) on the
 seeds where that means something (:mod:`.validity`), draws the plots (:mod:`.plots`,
 :mod:`.run_plots`) and hands on ``report.md`` and a self-contained ``report.html``
-(:mod:`.document`): an experiment's over seeds (:mod:`.experiment_report`), a run's in plain
-language (:mod:`.run_report`, whose :func:`report_folder` picks the report a folder gets).
+(:mod:`.document`): an experiment's over seeds (:mod:`.experiment_report`; the tables after
+its verdict: :mod:`.experiment_tables`), a run's in plain language (:mod:`.run_report`, whose
+:func:`report_folder` picks the report a folder gets).
 """
 
 from cooper.report.document import ReportPaths

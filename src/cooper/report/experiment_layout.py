@@ -14,7 +14,7 @@ The writer (:mod:`cooper.experiment.hacking`) and the reader
 (:mod:`cooper.report.experiment_report`) both take the paths from here, which is why this module
 sits in the report stage, below the experiment. The first round's folders (one seed,
 ``OUT/setup`` and ``OUT/arms/ARM``, an ``experiment.yaml`` without ``seeds``) are read as one
-seed.
+seed, and its string of arms' modes as arms (:func:`arm_specs`).
 """
 
 from __future__ import annotations
@@ -74,6 +74,17 @@ def listed_seeds(settings: dict[str, Any]) -> list[int]:
     ``seeds``, or ``train.seed`` for a first-round folder (no ``seeds`` setting)."""
     seeds = settings.get("seeds")
     return parse_seeds(seeds if seeds is not None else settings["train"]["seed"])
+
+
+def arm_specs(settings: dict[str, Any]) -> list[tuple[str, str | None, str, dict[str, Any]]]:
+    """(name, label, reward mode, own settings) of each arm that ``experiment.yaml`` lists: the
+    mapping form, or the first round's string of modes."""
+    arms, shared_mode = settings["arms"], settings["train"]["reward"]["mode"]
+    if isinstance(arms, str):
+        return [(n, None, n, {"reward.mode": n}) for n in (a.strip() for a in arms.split(","))
+                if n]
+    return [(name, s.get("label"), s.get("reward.mode", shared_mode), s)
+            for name, s in arms.items()]
 
 
 def seed_folders(out: str | Path, settings: dict[str, Any]) -> list[tuple[int, Path]]:
