@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -180,25 +181,59 @@ def synthetic_experiment(folder: Path, steps: int = 20, seeds=(0, 1), arms=tuple
 
 
 def _md_row(md: str, first: str) -> str:
+    """The first table row of ``md`` whose first cell is ``first``."""
     return next(line for line in md.splitlines() if line.startswith(f"| {first} |"))
 
 
-def test_multi_seed_report_aggregates_and_leads_with_the_verdict(tmp_path):
+def _section(md: str, title: str) -> str:
+    """The text under the heading ``## title``, to the next heading of that level."""
+    start = md.index(f"\n## {title}\n")
+    end = md.find("\n## ", start + 1)
+    return md[start:end if end >= 0 else len(md)]
+
+
+def _figures_row(md: str, label: str) -> list[str]:
+    """The cells of an arm's row of the verdict figures' table (top-wrong, gap, ...)."""
+    return _md_row(_section(md, "Verdict figures"), label).split(" | ")
+
+
+def test_multi_seed_report_aggregates_and_leads_with_the_result(tmp_path):
     paths = build_report(synthetic_experiment(tmp_path / "exp"))
     md = paths.markdown.read_text()
-    # the verdict comes first, right after the title
-    assert md.index("## Verdict") < md.index("## Final accuracy") < md.index("## Curves")
+    # the answer comes first, right after the title; what it rests on follows
+    assert md.startswith("# Reward hacking: rule vs. fixed reward model vs. Cooper\n\n## Result\n")
+    order = ["## Result", "## How to read this", "## Seeds", "## Verdict figures",
+             "## Final accuracy", "## Hacking figures", "## Curves", "## Arms",
+             "## Configuration", "## Run time", "## Appendix: every seed", "## Versions"]
+    assert [md.index(h) for h in order] == sorted(md.index(h) for h in order)
+    # the first table: verdict, accuracy, against the rule arm and its paired interval
+    result = _section(md, "Result")
+    assert ("| arm | verdict | final accuracy (%) | against rule (verifier) (points) | paired "
+            "95% interval (points) |") in result
+    assert "| rule (verifier) | reference (paid by the verifier) | 82.00 (80.00 to 84.00) | " \
+           "(the reference) |  |" in result
+    assert "| fixed RM | hacked (2 of 2 seeds) | 33.00 (30.00 to 36.00) | -49.00 (-50.00 to " \
+           "-48.00) | -61.71 to -36.29 |" in result
+    # one sentence per finding, from the same records
+    assert "- Hacked: fixed RM in 2 of 2 seeds." in result
+    assert ("- Never judged hacked: Cooper (not hacked in 2 of 2 seeds), Cooper X (in between in "
+            "1, not enough data in 1 of 2 seeds).") in result
+    # Cooper: 82 - 80 and 80 - 84 points
+    assert ("- Of the arms paid by a reward model, Cooper ended closest to rule (verifier): -1.00 "
+            "(-4.00 to +2.00) points; its paired 95% interval, -39.12 to +37.12, includes 0: no "
+            "difference shown.") in result
+    assert "invalid" not in result and "Validity not known" not in result
     # verdict table: the per-seed decisions counted, figures as mean (min to max)
-    assert _md_row(md, "rule (verifier)").split(" | ")[1] == REFERENCE
-    rm = _md_row(md, "fixed RM").split(" | ")
+    assert _figures_row(md, "rule (verifier)")[1] == REFERENCE
+    rm = _figures_row(md, "fixed RM")
     assert rm[1] == "hacked (2 of 2 seeds)"  # seed 0 by both signals, seed 1 by top-wrong
     assert rm[2] == "0.450 (0.400 to 0.500)" and rm[3] == "0.300 (0.250 to 0.350)"
     assert rm[4] == "33.00 (30.00 to 36.00)"
     assert rm[5] == "-49.00 (-50.00 to -48.00)"  # per seed: 30 - 80, 36 - 84 points
-    cooper = _md_row(md, "Cooper").split(" | ")
+    cooper = _figures_row(md, "Cooper")
     assert cooper[1] == "not hacked (2 of 2 seeds)"
     assert cooper[6] == "0.900" and cooper[7].strip(" |") == "0.900 (0.880 to 0.920)"
-    x = _md_row(md, "Cooper X").split(" | ")  # a new arm: its label
+    x = _figures_row(md, "Cooper X")  # a new arm: its label
     assert x[1] == f"{IN_BETWEEN} in 1 of 2 seeds; {NO_DATA} in 1 of 2 seeds"
     assert x[2] == "0.200 (1 of 2 seeds)"  # seed 1 never logged top-wrong
     # the sentences say the same, from the same numbers
@@ -250,8 +285,13 @@ def test_the_headline_is_the_mean_over_the_last_policies(tmp_path):
     assert "| Cooper | 75.00 (70.00 to 80.00) | 75.00 (70.00 to 80.00) |" in final
     alone = md[md.index("## Appendix: the final policy alone"):]
     assert "| Cooper | 81.00 (80.00 to 82.00) | 81.00 (80.00 to 82.00) |" in alone
-    cooper = _md_row(md, "Cooper").split(" | ")
+    cooper = _figures_row(md, "Cooper")
     assert cooper[4] == "75.00 (70.00 to 80.00)" and cooper[5] == "-2.00"  # both seeds -2
+    # the same in the first table; the interval of two equal differences is that difference
+    assert "| Cooper | not hacked (2 of 2 seeds) | 75.00 (70.00 to 80.00) | -2.00 | -2.00 to " \
+           "-2.00 |" in _section(md, "Result")
+    assert ("its paired 95% interval, -2.00 to -2.00, lies below 0: it ended behind rule "
+            "(verifier).") in md
     # per seed: the mean, its sd over the three policies, the difference, the final policy
     assert "| Cooper | 0 | not hacked | 20 | 70.00 | 10.00 | -2.00 | 82.00 |" in md
     assert "| Cooper | 1 | not hacked | 20 | 80.00 | 5.00 | -2.00 | 80.00 |" in md
@@ -271,8 +311,12 @@ def test_report_of_an_unfinished_experiment_says_so(tmp_path):
     assert "Incomplete: rm (seed 0) not finished yet" in md
     assert "| fixed RM | not run yet | not run yet |" in md
     # its curves still count for the verdict; the missing final evaluation does not
-    rm = _md_row(md, "fixed RM").split(" | ")
+    rm = _figures_row(md, "fixed RM")
     assert rm[1] == HACKED and rm[4] == NO_DATA and rm[5] == NO_DATA
+    # one seed: no interval, no column for it
+    result = _section(md, "Result")
+    assert "| fixed RM | hacked | not enough data | not enough data |" in result
+    assert "interval" not in result and "- Hacked: fixed RM." in result
 
 
 def test_first_round_folder_still_reports(tmp_path):
@@ -333,6 +377,145 @@ def test_a_hand_edited_settings_file_gets_an_error_that_names_it(tmp_path, text,
     (folder / "experiment.yaml").write_text(text)
     with pytest.raises(UserError, match=f"experiment.yaml.*{message}"):
         build_report(folder)
+
+
+FIRST_SCREEN = 40
+"""lines of report.md a reader sees before scrolling: the verdict table's header must be in them"""
+
+
+@pytest.mark.parametrize("seeds, unfinished", [
+    ((0, 1), ()),
+    # the longest lead: an incomplete note, an invalid seed (7) and a findings line for it
+    ((0, 1, 2, 7), {("cooper_x", 2), ("rm", 1)}),
+])
+def test_the_verdict_table_is_on_the_first_screen(tmp_path, seeds, unfinished):
+    md = build_report(synthetic_experiment(tmp_path / "exp", seeds=seeds, unfinished=unfinished)
+                      ).markdown.read_text()
+    lines = md.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("| arm | verdict |"))
+    assert header < FIRST_SCREEN, "\n".join(lines[:header + 1])
+    # every arm's row and the findings follow it on the same screen
+    rows = lines[header + 2:header + 2 + len(SYNTHETIC)]
+    assert [r.split(" | ")[0] for r in rows] == [
+        "| rule (verifier)", "| fixed RM", "| Cooper", "| Cooper X"]
+    assert lines.index("## How to read this") < FIRST_SCREEN
+    # above the table: the title, the result's heading, and no other section
+    assert [line for line in lines[:header] if line.startswith("#")] == [
+        "# Reward hacking: rule vs. fixed reward model vs. Cooper", "## Result"]
+
+
+def test_every_table_and_figure_of_the_old_layout_is_kept(tmp_path):
+    """Moved, not dropped: each table and sentence the report printed before the result led it
+    (the validity rule and notes, the seeds' table, the per-arm sentences, the verdict table,
+    the final, figures, arms, configuration, run-time and per-seed tables, the plots)."""
+    from cooper.report.document import md_table
+    from cooper.report.experiment_layout import read_settings, seed_folders, setup_dir
+    from cooper.report.experiment_report import load_arms
+    from cooper.report.experiment_tables import (
+        arms_table,
+        figures_table,
+        final_table,
+        run_times,
+        seed_table,
+        summary_table,
+    )
+    from cooper.report.validity import (
+        invalid_seeds,
+        seed_validities,
+        validity_notes,
+        validity_rule,
+        validity_table,
+    )
+    from cooper.report.verdict import arm_sentences, definitions, scope, verdict_table
+
+    folder = synthetic_experiment(tmp_path / "exp", seeds=(0, 1, 2, 7), unfinished={("rm", 1)})
+    md = build_report(folder).markdown.read_text()
+    settings = read_settings(folder)
+    seeds = seed_folders(folder, settings)
+    setups = [json.loads((setup_dir(f) / "setup.json").read_text()) for _, f in seeds]
+    arms = load_arms(settings, seeds)
+    validities = seed_validities(arms, [s for s, _ in seeds], setups)
+    invalid = invalid_seeds(validities)
+    assert invalid == {7}
+    tables = [validity_table(validities, setups), verdict_table(arms, invalid),
+              final_table(setups, arms), figures_table(arms), arms_table(settings),
+              summary_table(settings, [s for s, _ in seeds], setups),
+              run_times(setups, arms, json.loads((folder / "experiment.json").read_text())),
+              seed_table(arms, invalid)]
+    for rows in tables:
+        assert md_table(rows) in md, rows[0]
+    for text in arm_sentences(arms, invalid):
+        assert f"- {text}" in md
+    notes, unknown = validity_notes(validities)
+    for text in [scope(arms, [s for s, _ in seeds]), definitions(), validity_rule(), *notes,
+                 *unknown, "Incomplete: rm (seed 1) not finished yet"]:
+        assert text in md, text
+    # lines of each part, as the old layout (before the result led) printed them
+    old = ["**seed 7 invalid: the verifier-paid arm ended at 84.00% against the initial policy's "
+           "80.00% on arith_small:test (it must gain at least 5 points): the testbed did not "
+           "learn, so no arm is judged.**",
+           "| 7 | 80.00 | 84.00 | +4.00 | invalid |",
+           "- fixed RM: hacked (3 of 3 valid seeds); 1 seed invalid; final held-out accuracy (%) "
+           "32.00 (30.00 to 36.00) (3 of 4 seeds); against rule (verifier): -49.33 (-50.00 to "
+           "-48.00) (3 of 4 seeds) points (above it in 0 of 3 seeds; paired 95% interval -52.20 "
+           "to -46.46); reward model's probe AUROC 0.900 at the first validation, 0.900 at the "
+           "last.",
+           "| fixed RM | hacked (3 of 3 valid seeds); 1 seed invalid | 0.450 (0.400 to 0.500) | "
+           "0.300 (0.250 to 0.350) | 32.00 (30.00 to 36.00) (3 of 4 seeds) | -49.33 (-50.00 to "
+           "-48.00) (3 of 4 seeds) | 0.900 | 0.900 |",
+           "| fixed RM | 32.00 (30.00 to 36.00) | 32.00 (30.00 to 36.00) |",
+           "| final_gap | -0.050 | 0.300 (0.250 to 0.350) | 0.080 | 0.025 (0.000 to 0.050) | "
+           "hacking/gap, mean of the last 10% of steps |",
+           "| rm | fixed RM | reward.mode=rm |", "| seeds | 0, 1, 2, 7 |", "| total | 2 h 32 min |",
+           "| fixed RM | 1 | hacked | 20 | not run yet |  |  |  | 0.400 | 0.250 | 0.400 | 0.250 | "
+           "0.500 | 0.700 | 0.700 | 0.900 | 0.900 |",
+           "| fixed RM | 7 | invalid seed | 20 | 36.00 |  | -48.00 |  | 0.400 | 0.250 | 0.400 | "
+           "0.250 | 0.500 | 0.700 | 0.700 | 0.900 | 0.900 |"]
+    lines = md.splitlines()
+    assert [line for line in old if line not in lines] == []
+    assert {f"]({name})" for name in PLOTS} <= set(re.findall(r"\]\([a-z_]+\.png\)", md))
+
+
+def _arm(name: str, mode: str, finals: list[float]) -> Arm:
+    """An arm with one run per final accuracy (seeds 0, 1, ...) and no per-step records."""
+    return Arm(name, name, mode, [Run(name, k, mode, [], {"average": acc}, None)
+                                  for k, acc in enumerate(finals)])
+
+
+@pytest.mark.parametrize("rule, best, expected", [
+    ([0.5, 0.6, 0.7], [0.6, 0.7, 0.8], "ended furthest above rule: +10.00 points; its paired 95% "
+                                       "interval, +10.00 to +10.00, lies above 0: it ended ahead "
+                                       "of rule."),
+    ([0.5, 0.6], [0.52, 0.56], "ended closest to rule: -1.00 (-4.00 to +2.00) points; its paired "
+                               "95% interval, -39.12 to +37.12, includes 0: no difference shown."),
+    ([0.5], [0.4], "ended closest to rule: -10.00 points (one seed: no interval)."),
+])
+def test_the_closest_arm_to_the_rule_arm_and_its_interval(rule, best, expected):
+    from cooper.report.verdict import closest_finding
+
+    worse = _arm("worse", "rm", [x - 0.2 for x in rule])
+    gold = _arm("gold", "rule", [x + 0.5 for x in rule])  # a reference: never the finding
+    arms = [_arm("rule", "rule", rule), gold, worse, _arm("best", "cooper", best)]
+    assert closest_finding(arms) == f"Of the arms paid by a reward model, best {expected}"
+    # without the arm named rule, the first arm the verifier pays is the one compared with
+    assert " closest to gold: " in closest_finding(arms[1:])
+    assert closest_finding([_arm("rm", "rm", rule)]) is None  # no rule arm
+
+
+def test_the_first_table_takes_more_columns():
+    """A new figure is one more (title, cell) column; the default ones come from
+    result_columns."""
+    from cooper.report.verdict import result_columns, result_table
+
+    arms = [_arm("rule", "rule", [0.5, 0.6]), _arm("rm", "rm", [0.3, 0.2])]
+    cols = result_columns(arms)
+    assert [t for t, _ in cols] == ["arm", "verdict", "final accuracy (%)",
+                                    "against rule (points)", "paired 95% interval (points)"]
+    rows = result_table(arms, columns=[*cols, ("seeds", lambda a: str(len(a.runs)))])
+    assert rows[0][-1] == "seeds" and rows[2] == [
+        "rm", "not enough data (2 of 2 seeds)", "25.00 (20.00 to 30.00)",
+        "-30.00 (-40.00 to -20.00)", "-157.06 to +97.06", "2"]
+    assert rows[1][3:5] == ["(the reference)", ""]
 
 
 def test_arm_colours_and_labels():
@@ -399,7 +582,8 @@ def test_html_report_renders_in_a_headless_browser(tmp_path):
     paths = build_report(synthetic_experiment(tmp_path / "exp", seeds=(0, 1, 2)))
     html = paths.html.read_text()
     assert html.count("data:image/png;base64,") == len(PLOTS)
-    assert html.index("<h2>Verdict</h2>") < html.index("<h2>Curves</h2>")
+    assert html.index("<h2>Result</h2>") < html.index("<h2>Verdict figures</h2>") < html.index(
+        "<h2>Curves</h2>")
     # the new arm's palette colour is among the pixels (its line and band in the plots)
     _assert_drawn(_screenshot(browser, paths.html, tmp_path), PALETTE[0], "the fourth arm's colour")
 
@@ -455,10 +639,12 @@ def test_where_the_gold_judge_scored_hacking_is_judged_against_it(tmp_path):
     paths = build_report(folder)
     md = paths.markdown.read_text()
     assert "(scored by the gold judge, the strict rule's average beside it, " in md
-    rm = _md_row(md, "fixed RM").split(" | ")
+    rm = _figures_row(md, "fixed RM")
     assert rm[1] == "not hacked (2 of 2 seeds)"  # hacking/gap alone would say hacked
     assert rm[2] == "0.000" and rm[3] == "0.000"
-    assert "Here the gold judge scored" in md
+    assert "Here the gold judge scored" in _section(md, "How to read this")
+    assert "- No arm paid by a reward model was hacked in any seed: fixed RM (not hacked in 2 " \
+           "of 2 seeds), " in _section(md, "Result")
     assert "| policy | arith_small:test | average | average by the rule |" in md
     assert "| fixed RM | 33.00 (30.00 to 36.00) | 33.00 (30.00 to 36.00) | 23.00 (20.00 to 26.00) |" in md
     assert "| final_recall_missed | 0.500 | 0.500 | 0.500 | 0.500 |" in md

@@ -22,7 +22,7 @@ from cooper.report.validity import (
     seed_validity,
 )
 from cooper.report.verdict import HACKED, IN_BETWEEN, NO_DATA, NOT_HACKED
-from test_report import _md_row, synthetic_experiment
+from test_report import _md_row, _section, synthetic_experiment
 
 VERDICT_WORDS = (HACKED, NOT_HACKED, IN_BETWEEN)
 
@@ -66,12 +66,17 @@ def test_a_seed_whose_rule_arm_gained_nothing_is_invalid_and_its_arms_unjudged(t
     # rm's curves say hacked and cooper's not hacked (test_report.py), yet neither is said
     for label in ("fixed RM", "Cooper"):
         lines = _arm_lines(md, label)
-        assert len(lines) == 4  # verdict table, sentence, final table, appendix
+        assert len(lines) == 5  # first table, sentence, verdict table, final table, appendix
         assert not any(_says_a_verdict(line) for line in lines), lines
         assert _md_row(md, label).split(" | ")[1] == "not judged: the seed is invalid"
         assert f"| {label} | 7 | invalid seed | 20 |" in md
     # the figures are still shown, the seed marked: fixed RM's final accuracy is there
     assert "| fixed RM | 7 | invalid seed | 20 | 30.00 |" in md
+    # the findings say why no arm is judged, and judge none
+    result = _section(md, "Result")
+    assert ("- Seed 7 invalid: its verifier-paid arm gained +0.58 points over the initial policy "
+            "(5 needed), so its arms are not judged.") in result
+    assert "Hacked" not in result and "hacked in any seed" not in result
 
 
 def test_a_multi_seed_report_counts_invalid_seeds_apart(tmp_path):
@@ -86,7 +91,11 @@ def test_a_multi_seed_report_counts_invalid_seeds_apart(tmp_path):
         f"{IN_BETWEEN} in 2 of 3 valid seeds; {NO_DATA} in 1 of 3 valid seeds; 1 seed invalid")
     assert "- fixed RM: hacked (3 of 3 valid seeds); 1 seed invalid; final held-out" in md
     # the accuracy means still include seed 7 (30, 36, 30, 36 -> 33; without it: 32)
-    assert _md_row(md, "fixed RM").split(" | ")[4] == "33.00 (30.00 to 36.00)"
+    assert _md_row(md, "fixed RM").split(" | ")[2] == "33.00 (30.00 to 36.00)"
+    # the findings count the valid seeds only, and say which seed is left out
+    assert "- Hacked: fixed RM in 3 of 3 valid seeds." in md
+    assert ("- Seed 7 invalid: its verifier-paid arm gained +4.00 points over the initial "
+            "policy (5 needed), so its arms are not judged.") in md
     assert "| 7 | 80.00 | 84.00 | +4.00 | invalid |" in md
     assert "| 2 | 70.00 | 80.00 | +10.00 | valid |" in md
     # the valid seeds keep their verdicts in the appendix
@@ -125,6 +134,8 @@ def test_without_a_rule_arm_or_its_final_evaluation_validity_is_not_known(tmp_pa
             "so nothing shows that the testbed can learn; the arms are judged as if it did.") in md
     assert _md_row(md, "fixed RM").split(" | ")[1] == "hacked (2 of 2 seeds)"  # as before
     assert "| 0 | 50.00 | n/a | n/a | not known |" in md
+    assert ("- Validity not known for seeds 0, 1 (see Seeds): their arms are judged as if the "
+            "testbed learned.") in _section(md, "Result")
 
     md = build_report(synthetic_experiment(tmp_path / "b", unfinished={("rule", 1)})
                       ).markdown.read_text()

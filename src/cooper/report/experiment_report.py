@@ -9,12 +9,19 @@ that has not finished is listed as such; the first round's single-seed folders t
   over seeds with a min-max band;
 - ``report.md`` (images beside it) and ``report.html`` (images embedded as base64, so the one
   file works offline; both written by :mod:`cooper.report.document`). They lead with the
-  verdict (:mod:`cooper.report.verdict`: per arm, hacked or not, final accuracy against the
-  rule arm, probe AUROC first and last; a seed whose verifier-paid arm did not learn is invalid
-  and judged in no arm, :mod:`cooper.report.validity`), then the final table (arms x
-  benchmarks + average, the initial policy as the "no RL" row), the hacking figures, the curves,
-  the arms' settings, the configuration, run time, and an appendix with every seed's figures
-  and the software versions (those tables: :mod:`cooper.report.experiment_tables`).
+  answer: after the title (and a note if the experiment is incomplete), **Result** holds one
+  compact table (per arm: verdict, final accuracy, difference from the rule arm with its paired
+  95% interval; :func:`cooper.report.verdict.result_table`) and one sentence per finding
+  (:func:`cooper.report.verdict.findings`, :func:`cooper.report.validity.validity_findings`).
+  Then, each under its own heading: **How to read this** (the verdict's definitions and the
+  validity rule: a seed whose verifier-paid arm did not learn is invalid and judged in no arm,
+  :mod:`cooper.report.validity`), **Seeds** (where each seed started and whether it is valid),
+  **Verdict figures** (one sentence per arm and the table of the figures behind the verdict:
+  top-wrong, gap, accuracy, probe AUROC first and last), then the tables of
+  :mod:`cooper.report.experiment_tables`: the final table (arms x benchmarks + average, the
+  initial policy as the "no RL" row), the hacking figures, the curves, the arms' settings, the
+  configuration, run time, and appendices with the final policy alone, every seed's figures and
+  the software versions.
 
 Every figure over seeds is the mean and the range (min to max); every number is computed from
 the raw records (:mod:`cooper.report.figures`) with its definition written next to it.
@@ -28,7 +35,7 @@ from typing import Any
 
 from cooper.errors import UserError
 from cooper.infra.files import read_json
-from cooper.report.document import ReportPaths, write_report
+from cooper.report.document import Block, ReportPaths, write_report
 from cooper.report.experiment_layout import (
     LAST_POLICIES_FILE,
     SETTINGS_FILE,
@@ -51,13 +58,24 @@ from cooper.report.experiment_tables import (
 from cooper.report.figures import Arm, Run
 from cooper.report.plots import arm_label, make_plots
 from cooper.report.validity import (
+    SeedValidity,
     invalid_seeds,
     seed_validities,
+    validity_findings,
     validity_notes,
     validity_rule,
     validity_table,
 )
-from cooper.report.verdict import verdict_sentences, verdict_table
+from cooper.report.verdict import (
+    arm_sentences,
+    definitions,
+    findings,
+    gold_note,
+    result_table,
+    rule_arm,
+    scope,
+    verdict_table,
+)
 
 # ------------------------------------------------------------------ reading the folder
 
@@ -120,6 +138,57 @@ BAND = ("Each arm: the mean over its seeds (thick line; per-step curves smoothed
         "lowest to the highest seed (shaded).")
 
 
+def result_blocks(arms: list[Arm], seeds: list[int],
+                  validities: dict[int, SeedValidity]) -> list[Block]:
+    """The report's first section: what was run, one table with the answer per arm, and one
+    sentence per finding."""
+    rule = rule_arm(arms)
+    what = ("its verdict, its final held-out accuracy (%) and, seed by seed, its difference "
+            f"from {rule.label} (points)" if rule else
+            "its verdict and its final held-out accuracy (%)")
+    return [("h2", "Result"),
+            ("p", f"{scope(arms, seeds)} Per arm: {what}; over several seeds the mean (min to "
+                  "max). How to read this, below, defines each."),
+            ("table", result_table(arms, invalid_seeds(validities))),
+            ("ul", findings(arms, invalid_seeds(validities)) + validity_findings(validities))]
+
+
+def verdict_blocks(arms: list[Arm], validities: dict[int, SeedValidity],
+                   setups: list[dict | None]) -> list[Block]:
+    """What the first section rests on: the definitions, the seeds' validity, and every figure
+    behind each arm's verdict."""
+    invalid = invalid_seeds(validities)
+    invalid_notes, unknown_notes = validity_notes(validities)
+    gold = gold_note(arms)
+    return [
+        ("h2", "How to read this"),
+        ("p", f"{definitions()}{' ' + gold if gold else ''} {validity_rule()}"),
+        ("h2", "Seeds"),
+        *[("note", text) for text in invalid_notes], *[("p", text) for text in unknown_notes],
+        ("p", "Where each seed started (the setup's checks, where the preset sets them) and "
+              "whether its testbed learned (the verifier-paid arm against the initial policy, "
+              "final held-out accuracy):"),
+        ("table", validity_table(validities, setups)),
+        ("h2", "Verdict figures"),
+        ("ul", arm_sentences(arms, invalid)),
+        ("table", verdict_table(arms, invalid)),
+    ]
+
+
+def incomplete_note(arms: list[Arm], seeds: list[int], setups: list[dict | None]) -> str:
+    """What is not finished yet, and whose headline is over fewer policies; '' for neither."""
+    missing = [f"{r.name} (seed {r.seed})" for a in arms for r in a.runs if r.final is None]
+    missing += [f"setup (seed {s})" for s, st in zip(seeds, setups, strict=True) if not st]
+    note = (f"Incomplete: {', '.join(missing)} not finished yet; rerun the experiment command "
+            "to continue it." if missing else "")
+    gaps = [f"{r.name} (seed {r.seed}): steps {', '.join(map(str, r.final['missing']))}"
+            for a in arms for r in a.runs if r.final_policy and r.final.get("missing")]
+    if gaps:  # a kept policy that was deleted: its mean is over fewer policies, say so
+        note += (" " if note else "") + ("Headlines over fewer policies, their kept policies "
+                                         f"missing: {'; '.join(gaps)}.")
+    return note
+
+
 def build_report(folder: str | Path, out: str | Path | None = None) -> ReportPaths:
     """Write the plots, ``report.md`` and ``report.html``; returns where they went."""
     folder = Path(folder)
@@ -130,42 +199,25 @@ def build_report(folder: str | Path, out: str | Path | None = None) -> ReportPat
     settings = read_settings(folder)
     status = read_json(folder / STATUS_FILE) or {}
     seeds = seed_folders(folder, settings)
+    seed_ids = [s for s, _ in seeds]
     setups = [read_json(setup_dir(f) / "setup.json") for _, f in seeds]
     arms = load_arms(settings, seeds)
     report_dir = Path(out) if out else folder / "report"
     report_dir.mkdir(parents=True, exist_ok=True)
     plots = make_plots(arms, report_dir)
 
-    validities = seed_validities(arms, [s for s, _ in seeds], setups)
+    validities = seed_validities(arms, seed_ids, setups)
     invalid = invalid_seeds(validities)
-    invalid_notes, unknown_notes = validity_notes(validities)
-    sentences = verdict_sentences(arms, [s for s, _ in seeds], invalid)
-    missing = [f"{r.name} (seed {r.seed})" for a in arms for r in a.runs if r.final is None]
-    missing += [f"setup (seed {s})" for (s, _), st in zip(seeds, setups, strict=True) if not st]
-    note = (f"Incomplete: {', '.join(missing)} not finished yet; rerun the experiment command "
-            "to continue it." if missing else "")
-    gaps = [f"{r.name} (seed {r.seed}): steps {', '.join(map(str, r.final['missing']))}"
-            for a in arms for r in a.runs if r.final_policy and r.final.get("missing")]
-    if gaps:  # a kept policy that was deleted: its mean is over fewer policies, say so
-        note += (" " if note else "") + ("Headlines over fewer policies, their kept policies "
-                                         f"missing: {'; '.join(gaps)}.")
+    note = incomplete_note(arms, seed_ids, setups)
     fe = settings["final_eval"]
     scored = ("scored by the gold judge, the strict rule's average beside it"
               if settings.get("train", {}).get("validation", {}).get("judge") == "gold"
               else "verifier-scored")
     versions = [["software", "version"]] + [[k, str(v)] for k, v in status.get("versions", {}).items()]
-    blocks: list[tuple] = [("h1", TITLE)]
-    if note:
-        blocks.append(("note", note))
+    blocks: list[Block] = [("h1", TITLE), *([("note", note)] if note else []),
+                           *result_blocks(arms, seed_ids, validities),
+                           *verdict_blocks(arms, validities, setups)]
     blocks += [
-        ("h2", "Verdict"), ("p", f"{sentences[0]} {validity_rule()}"),
-        *[("note", text) for text in invalid_notes], *[("p", text) for text in unknown_notes],
-        ("p", "Where each seed started (the setup's checks, where the preset sets them) and "
-              "whether its testbed learned (the verifier-paid arm against the initial policy, "
-              "final held-out accuracy):"),
-        ("table", validity_table(validities, setups)),
-        ("ul", sentences[1:]),
-        ("table", verdict_table(arms, invalid)),
         ("h2", "Final accuracy (%)"),
         ("p", f"{headline(fe)} on the held-out benchmarks ({scored}, {fe['samples']} "
               f"samples per problem, T {fe['temperature']}, top-p {fe['top_p']}); over several "
@@ -179,7 +231,7 @@ def build_report(folder: str | Path, out: str | Path | None = None) -> ReportPat
         *[("figure", p, CAPTIONS.get(p.name, "")) for p in plots],
         ("h2", "Arms"), ("table", arms_table(settings)),
         ("h2", "Configuration"), ("p", f"Full settings: {SETTINGS_NAME}."),
-        ("table", summary_table(settings, [s for s, _ in seeds], setups)),
+        ("table", summary_table(settings, seed_ids, setups)),
         ("h2", "Run time"), ("table", run_times(setups, arms, status)),
         *([("h2", "Appendix: the final policy alone"),
            ("p", "The policy each arm ended with, scored once as above (the figure this report "

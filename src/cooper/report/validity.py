@@ -128,6 +128,27 @@ def validity_notes(validities: dict[int, SeedValidity]) -> tuple[list[str], list
     return invalid, [f"{_seeds(seeds)}: validity not known: {why}." for why, seeds in unknown.items()]
 
 
+def validity_findings(validities: dict[int, SeedValidity]) -> list[str]:
+    """The seeds' validity in a sentence or two, for the report's first section: the invalid
+    seeds with their gains, the seeds whose validity is not known; nothing when all are valid
+    (:func:`validity_notes` has the reasons in full)."""
+    out = []
+    bad = [v for v in validities.values() if v.status == INVALID]
+    if bad:
+        one = len(bad) == 1
+        gains = ", ".join(f"{round(v.gain, 2) + 0.0:+.2f}" for v in bad if v.gain is not None)
+        out.append(f"{_seeds([v.seed for v in bad]).capitalize()} invalid: "
+                   f"{'its' if one else 'their'} verifier-paid arm gained {gains} points over "
+                   f"the initial policy ({MIN_RULE_GAIN:g} needed), so "
+                   f"{'its' if one else 'their'} arms are not judged.")
+    unknown = [v.seed for v in validities.values() if v.status == UNKNOWN]
+    if unknown:
+        out.append(f"Validity not known for {_seeds(unknown)} (see Seeds): "
+                   f"{'its' if len(unknown) == 1 else 'their'} arms are judged as if the "
+                   "testbed learned.")
+    return out
+
+
 def validity_rule() -> str:
     """The rule in words, from the constant."""
     return (f"A seed is judged only when its verifier-paid arm's final held-out accuracy is at "
