@@ -596,7 +596,8 @@ def test_run_report_html_renders_in_a_headless_browser(tmp_path):
     paths = build_run_report(run_folder(tmp_path / "run", cooper_rows(), "cooper"))
     html = paths.html.read_text()
     assert html.count("data:image/png;base64,") == len(RUN_PLOTS)
-    assert html.index("<h2>Summary</h2>") < html.index("<h2>Curves</h2>")
+    assert html.index("<h2>Result</h2>") < html.index("<h2>Totals</h2>") < html.index(
+        "<h2>Curves</h2>")
     # the reward-paid line's green (training_reward.png)
     _assert_drawn(_screenshot(browser, paths.html, tmp_path), "#55a868", "the reward paid")
 

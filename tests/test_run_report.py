@@ -13,8 +13,14 @@ import yaml
 
 from conftest import run_cli
 from cooper.errors import UserError
-from cooper.report.run_report import build_run_report, report_folder
-from cooper.report.run_totals import headline, read_metrics, run_totals, summary_sentences
+from cooper.report.run_report import build_run_report, read_config, report_folder
+from cooper.report.run_totals import (
+    definitions,
+    headline,
+    read_metrics,
+    run_totals,
+    summary_sentences,
+)
 
 pytestmark = pytest.mark.smoke  # a whole command or training run on tiny models
 
@@ -110,18 +116,39 @@ def test_totals_by_hand(tmp_path):
     assert ("21 (positive, negative) pairs made in total, on 8 of 8 steps; negatives by source: "
             "11 from the policy's own wrong rollouts, 8 written by the assistant, 2 by the rule-based "
             "fallback. 1 of 14 positives got no pair.") in text
-    assert "updated on 7 of 8 steps (a step without pairs, or with a non-finite loss" in text
+    assert "The reward model was updated on 7 of 8 steps." in text
+    assert "a step without pairs, or whose update had a non-finite loss, has no reward-model " \
+           "update" in definitions()
+    assert "sign of reward hacking" not in text  # the reward paid stayed while accuracy rose
     assert "0.500 of the rollouts at the first step and 0.875 at the last" in text
     assert "from 0.300 over the first quarter of the steps to 0.700 over the last quarter" in text
     assert "hacking/gap (reward model minus verifier) averaged -0.125" in text
 
 
-def test_report_of_a_cooper_run_leads_with_its_totals(tmp_path):
+FIRST_SCREEN = 40
+"""lines of report.md a reader sees before scrolling: the run's result table must be in them"""
+
+
+def test_report_of_a_cooper_run_leads_with_its_result(tmp_path):
     paths = build_run_report(run_folder(tmp_path / "run", cooper_rows(), "cooper"))
     assert paths.folder == tmp_path / "run" / "report"
     md = paths.markdown.read_text()
-    assert md.startswith("# Training run: run")
-    assert md.index("## Summary") < md.index("## Totals") < md.index("## Curves")
+    assert md.startswith("# Training run: run\n\n## Result\n\n| figure | value |\n")
+    order = ["## Result", "## How to read this", "## Totals", "## Curves", "## Settings"]
+    assert [md.index(h) for h in order] == sorted(md.index(h) for h in order)
+    result = md[:md.index("## How to read this")]
+    for row in ("| verified accuracy (reward/rule_mean), first -> last quarter | 0.300 -> 0.700 |",
+                "| reward paid (reward/rm_mean), first -> last quarter | 0.500 -> 0.500 |",
+                "| held-out accuracy (val/accuracy), first -> last validation | 0.250 -> 0.500 |",
+                "| hacking/gap, second half | -0.125 |", "| hacking/top_wrong, second half | 0.167 |",
+                "| agreement with the verifier (rm/agreement), first -> last step | 0.500 -> 0.875 |",
+                "| pairs made | 21 on 8 of 8 steps |", "| reward-model updates | 7 of 8 steps |"):
+        assert row in result, row
+    lines = md.splitlines()
+    assert lines.index("| reward-model updates | 7 of 8 steps |") < FIRST_SCREEN
+    assert [f"- {x}" for x in summary_sentences(run_totals(cooper_rows(), "cooper"))] == [
+        line for line in result.splitlines() if line.startswith("- ")]
+    assert definitions() in md
     assert "| pairs | 21 |" in md and "| negatives: fallback | 2 |" in md
     assert "| reward-model updates | 7 |" in md and "| gap, second half | -0.125 |" in md
     assert "| reward mode (reward.mode) | cooper |" in md
@@ -132,6 +159,64 @@ def test_report_of_a_cooper_run_leads_with_its_totals(tmp_path):
     html = paths.html.read_text()
     assert html.count("data:image/png;base64,") == len(RUN_PLOTS)
     assert "<title>Training run: run</title>" in html
+
+
+def test_every_figure_of_the_old_run_layout_is_kept(tmp_path):
+    """Moved, not dropped: the summary sentences, every total with its definition, the curves
+    and the settings are all still in the report, as the old layout (summary first) printed
+    them, but for the explanations that moved to How to read this."""
+    from cooper.report.document import md_table
+    from cooper.report.run_report import settings_table, totals_table
+
+    folder = run_folder(tmp_path / "run", cooper_rows(), "cooper")
+    paths = build_run_report(folder)
+    md = paths.markdown.read_text()
+    t = run_totals(cooper_rows(), "cooper")
+    table, not_logged = totals_table(t)
+    assert md_table(table) in md and not not_logged
+    assert md_table(settings_table(read_config(folder), folder, True)) in md
+    for p in paths.plots:
+        assert f"![{p.stem}]({p.name})" in md
+    lines = md.splitlines()
+    old = ["- 8 training steps logged; the policy was paid by Cooper's reward model, updated "
+           "online (reward/rm_mean).",
+           "- 21 (positive, negative) pairs made in total, on 8 of 8 steps; negatives by source: "
+           "11 from the policy's own wrong rollouts, 8 written by the assistant, 2 by the "
+           "rule-based fallback. 1 of 14 positives got no pair.",
+           "- The reward model agreed with the verifier (rm/agreement) on 0.500 of the rollouts "
+           "at the first step and 0.875 at the last.",
+           "- Verified accuracy of the rollouts (reward/rule_mean) went from 0.300 over the first "
+           "quarter of the steps to 0.700 over the last quarter; the paid reward (reward/rm_mean) "
+           "from 0.500 to 0.500.",
+           "- Over the second half of the steps, hacking/gap (reward model minus verifier) "
+           "averaged -0.125 and hacking/top_wrong (groups whose top-scored rollout is wrong) "
+           "0.167.",
+           "- Held-out accuracy (val/accuracy) was 0.250 at the first validation and 0.500 at "
+           "the last.",
+           "| positives without a pair | 1 | sum of rm/dropped_pairs |",
+           "| seconds per step | 3.0 | perf/step, mean over the steps |"]
+    assert [line for line in old if line not in lines] == []
+    # the old updates sentence, its figure kept and its explanation moved to the definitions
+    assert "- The reward model was updated on 7 of 8 steps." in lines
+    assert "a step without pairs, or whose update had a non-finite loss, has no reward-model " \
+           "update" in md[md.index("## How to read this"):md.index("## Totals")]
+
+
+def test_the_summary_says_when_the_reward_paid_rose_as_accuracy_fell(tmp_path):
+    rows = cooper_rows()
+    for r in rows[1:]:  # paid 0.3 -> 0.9 while verified 0.8 -> 0.2
+        r["reward/rm_mean"] = 0.3 + 0.6 * (r["step"] - 1) / 7
+        r["reward/rule_mean"] = 0.8 - 0.6 * (r["step"] - 1) / 7
+    t = run_totals(rows, "cooper")
+    assert t.paid_last_quarter > t.paid_first_quarter
+    assert t.verified_last_quarter < t.verified_first_quarter
+    sentences = summary_sentences(t)
+    cue = ("The reward paid rose while verified accuracy fell: the policy was paid more for "
+           "fewer right answers, the sign of reward hacking.")
+    assert sentences[2] == cue  # right after the two trends it rests on
+    assert cue not in summary_sentences(run_totals(rows, "rule"))  # the verifier paid
+    assert f"- {cue}" in build_run_report(run_folder(tmp_path / "run", rows, "cooper")
+                                         ).markdown.read_text()
 
 
 def test_rule_mode_run_without_reward_model_metrics(tmp_path):
@@ -149,6 +234,12 @@ def test_rule_mode_run_without_reward_model_metrics(tmp_path):
     assert headline(t) == "4 steps; verified 0.25 -> 1.00 (first -> last quarter)"
     paths = build_run_report(folder)
     md = paths.markdown.read_text()
+    # the first table holds what the run logged: the verifier paid, so one reward line
+    assert md.split("## Result\n\n")[1].split("\n\n")[0] == (
+        "| figure | value |\n|---|---|\n| training steps | 4 |\n"
+        "| verified accuracy (reward/rule_mean, the reward paid), first -> last quarter | "
+        "0.250 -> 1.000 |\n"
+        "| held-out accuracy (val/accuracy), first -> last validation | 0.500 -> 0.500 |")
     assert {p.name for p in paths.plots} == {"training_reward.png", "step_time.png",
                                              "validation.png"}
     assert "Not drawn, because this run logged none of their metrics: the hacking signals" in md
@@ -195,7 +286,7 @@ def test_cli_dispatches_on_the_folder(tmp_path):
     arm = experiment / "seed-0" / "arms" / "rm"
     proc = run_cli("report", arm, "--out", tmp_path / "arm-report")
     assert f"report: {tmp_path / 'arm-report' / 'report.html'}" in proc.stdout
-    assert "## Summary" in (tmp_path / "arm-report" / "report.md").read_text()
+    assert "## Result" in (tmp_path / "arm-report" / "report.md").read_text()
     neither = tmp_path / "neither"
     neither.mkdir()
     proc = run_cli("report", neither, check=False)

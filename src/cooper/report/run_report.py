@@ -4,11 +4,14 @@ A ``cooper train`` run folder (recognised by its ``metrics.jsonl``; the run may 
 gets, in ``RUN_DIR/report``: the PNGs of :mod:`cooper.report.run_plots` (the reward paid
 against verified accuracy, the hacking signals, the reward-model update, the time per stage,
 validation), ``report.md`` and a self-contained ``report.html`` (:mod:`cooper.report.document`).
-They lead with a plain-language summary of the run's totals (:mod:`cooper.report.run_totals`:
-pairs made, negatives by source, reward-model updates, agreement first and last, verified
-accuracy first and last quarter, hacking over the second half), then the totals as a table
-with their definitions, the curves, and the run's main settings. A metric the run never logged
-is left out with a sentence saying so.
+They lead with the answer: after the title (and a note where the settings or the steps are
+missing), **Result** holds one short table (:func:`result_table`: the reward paid against
+verified accuracy first and last, held-out accuracy, the hacking signals, and for a run with a
+reward model its agreement, pairs and updates) and one sentence per finding
+(:func:`cooper.report.run_totals.summary_sentences`). Then, each under its own heading: **How to
+read this** (the definitions, :func:`cooper.report.run_totals.definitions`), **Totals** (every
+total with its definition), **Curves** and the run's main **Settings**. A metric the run never
+logged is left out with a sentence saying so.
 
 :func:`report_folder` decides: an experiment folder (``experiment.yaml``) gets the experiment's
 report (:func:`cooper.report.experiment_report.build_report`, unchanged), a run folder this one; an
@@ -31,6 +34,7 @@ from cooper.report.run_plots import CAPTIONS, make_run_plots
 from cooper.report.run_totals import (
     QUARTER,
     RunTotals,
+    definitions,
     read_metrics,
     run_totals,
     summary_sentences,
@@ -89,6 +93,36 @@ def _count(x: int | None) -> str | None:
 
 def _num(x: float | None, signed: bool = False) -> str | None:
     return None if x is None else (f"{x:+.3f}" if signed else f"{x:.3f}")
+
+
+def _trend(first: float | None, last: float | None) -> str | None:
+    return None if first is None or last is None else f"{first:.3f} -> {last:.3f}"
+
+
+def result_table(t: RunTotals) -> list[list[str]]:
+    """The run's answer, one row per figure it logged: verified accuracy and the reward paid
+    (first -> last quarter), held-out accuracy (first -> last validation), the hacking signals
+    over the second half, and, where a reward model scored, its agreement with the verifier,
+    the pairs and its updates (:func:`totals_table` defines each)."""
+    paid = t.paid_key != "reward/rule_mean"
+    rows = [
+        ("training steps", str(t.steps)),
+        (f"verified accuracy (reward/rule_mean{'' if paid else ', the reward paid'}), first "
+         "-> last quarter",
+         _trend(t.verified_first_quarter, t.verified_last_quarter)),
+        (f"reward paid ({t.paid_key}), first -> last quarter",
+         _trend(t.paid_first_quarter, t.paid_last_quarter) if paid else None),
+        ("held-out accuracy (val/accuracy), first -> last validation", _trend(t.val_first, t.val_last)),
+        ("hacking/gap, second half", _num(t.gap_second_half, signed=True)),
+        ("hacking/top_wrong, second half", _num(t.top_wrong_second_half)),
+        ("agreement with the verifier (rm/agreement), first -> last step",
+         _trend(t.agreement_first, t.agreement_last)),
+        ("pairs made", None if t.pairs is None
+         else f"{t.pairs} on {t.steps_with_pairs} of {t.steps} steps"),
+        ("reward-model updates", None if t.rm_updates is None
+         else f"{t.rm_updates} of {t.steps} steps"),
+    ]
+    return [["figure", "value"], *[[name, value] for name, value in rows if value is not None]]
 
 
 def totals_table(t: RunTotals) -> tuple[list[list[str]], list[str]]:
@@ -175,7 +209,9 @@ def build_run_report(folder: str | Path, out: str | Path | None = None) -> Repor
         blocks.append(("note", "No training step logged yet: rerun `cooper report` when the "
                                "run has made progress."))
     table, not_logged = totals_table(totals)
-    blocks += [("h2", "Summary"), ("ul", summary_sentences(totals)),
+    blocks += [("h2", "Result"), ("table", result_table(totals)),
+               ("ul", summary_sentences(totals)),
+               ("h2", "How to read this"), ("p", definitions()),
                ("h2", "Totals"),
                ("p", f"Computed from the per-step records ({METRICS_FILE}); each metric is "
                      "defined in docs/metrics.md."),

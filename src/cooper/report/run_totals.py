@@ -3,9 +3,10 @@
 A ``cooper train`` run logs one record per optimiser step (``docs/metrics.md``). Its report
 (:mod:`cooper.report.run_report`) and the demo's summary (:mod:`cooper.experiment.demo`)
 both speak of the run as a whole, not of its last step: :func:`run_totals` sums and averages the
-records into a :class:`RunTotals`, :func:`summary_sentences` says it in plain language and
-:func:`headline` in one line. A metric a run never logged (a rule-mode run has no ``rm/*``) is
-``None`` in the totals and a sentence in the summary, never an error or a zero.
+records into a :class:`RunTotals`, :func:`summary_sentences` says it in plain language (one
+sentence per finding, the answer first), :func:`definitions` how to read it and :func:`headline`
+all of it in one line. A metric a run never logged (a rule-mode run has no ``rm/*``) is ``None``
+in the totals and a sentence in the summary, never an error or a zero.
 
 Definitions (every one over the *training* records: ``step >= 1`` with ``reward/rule_mean``,
 which every mode logs; step 0 holds only the validation before training):
@@ -179,47 +180,36 @@ def _f(x: float | None, signed: bool = False) -> str:
     return "n/a" if x is None else (f"{x:+.3f}" if signed else f"{x:.3f}")
 
 
-def summary_sentences(t: RunTotals) -> list[str]:
-    """The run in plain language, one sentence per fact; a missing metric gets a sentence
-    saying so."""
-    if not t.steps:
-        return ["No training step logged yet (no record with reward/rule_mean in metrics.jsonl)."]
-    payer = PAYERS.get(t.mode or "", f"the reward TRL logged as {t.paid_key}")
-    out = [f"{t.steps} training steps logged; the policy was paid by {payer} ({t.paid_key})."]
-    if t.pairs is None:
-        out.append("No reward-model pairs were made: the records have no rm/pairs (Stage 2 is "
-                   "off, as in rule mode without a reward model or rm mode without "
-                   "rm_update.pair_metrics), so there are no negatives, updates or pair "
-                   "accuracy to report.")
-    else:
-        text = (f"{t.pairs} (positive, negative) pairs made in total, on {t.steps_with_pairs} of "
-                f"{t.steps} steps; negatives by source: "
-                f"{t.negatives_rollout or 0} from the policy's own wrong rollouts, "
-                f"{t.negatives_assistant or 0} written by the assistant, "
-                f"{t.negatives_fallback or 0} by the rule-based fallback.")
-        if t.dropped:
-            text += f" {t.dropped} of {t.positives} positives got no pair."
-        out.append(text)
-        updates = t.rm_updates or 0
-        text = f"The reward model was updated on {updates} of {t.steps} steps"
-        if updates == 0 and t.mode in ("rule", "rm", "hybrid"):
-            text += f" (frozen in {t.mode} mode: the pairs only measure it)"
-        elif updates < t.steps:
-            text += " (a step without pairs, or with a non-finite loss, has no update)"
-        out.append(text + ".")
-    if t.agreement_first is None:
-        out.append("rm/agreement was not logged: no reward model scored the rollouts.")
-    else:
-        out.append(f"The reward model agreed with the verifier (rm/agreement) on "
-                   f"{_f(t.agreement_first)} of the rollouts at the first step and "
-                   f"{_f(t.agreement_last)} at the last.")
+def _moved(first: float, last: float) -> str:
+    """'rose', 'fell' or 'stayed', as the report prints them (3 decimals)."""
+    a, b = _f(first), _f(last)
+    return "stayed" if a == b else "rose" if float(b) > float(a) else "fell"
+
+
+def _hacking_cue(t: RunTotals) -> list[str]:
+    """The sign of hacking in the run's totals, when they show it: the reward paid by a model
+    rose while verified accuracy fell (first to last quarter)."""
+    if (t.paid_key == "reward/rule_mean" or t.paid_first_quarter is None
+            or t.verified_first_quarter is None):
+        return []
+    paid = _moved(t.paid_first_quarter, t.paid_last_quarter)
+    verified = _moved(t.verified_first_quarter, t.verified_last_quarter)
+    if (paid, verified) != ("rose", "fell"):
+        return []
+    return ["The reward paid rose while verified accuracy fell: the policy was paid more for "
+            "fewer right answers, the sign of reward hacking."]
+
+
+def _trend_sentences(t: RunTotals) -> list[str]:
+    """What the policy was paid against what the verifier found, the hacking signals and
+    held-out accuracy."""
     text = (f"Verified accuracy of the rollouts (reward/rule_mean) went from "
             f"{_f(t.verified_first_quarter)} over the first quarter of the steps to "
             f"{_f(t.verified_last_quarter)} over the last quarter")
     if t.paid_key != "reward/rule_mean" and t.paid_first_quarter is not None:
         text += (f"; the paid reward ({t.paid_key}) from {_f(t.paid_first_quarter)} to "
                  f"{_f(t.paid_last_quarter)}")
-    out.append(text + ".")
+    out = [text + ".", *_hacking_cue(t)]
     if t.gap_second_half is None:
         out.append("hacking/gap and hacking/top_wrong were not logged: no reward model scored "
                    "the rollouts.")
@@ -237,6 +227,68 @@ def summary_sentences(t: RunTotals) -> list[str]:
         out.append(f"Held-out accuracy (val/accuracy) was {_f(t.val_first)} at the first "
                    f"validation and {_f(t.val_last)} at the last.")
     return out
+
+
+def _reward_model_sentences(t: RunTotals) -> list[str]:
+    """The pairs made, the reward model's updates and its agreement with the verifier."""
+    out = []
+    if t.pairs is None:
+        out.append("No reward-model pairs were made (the records have no rm/pairs), so there "
+                   "are no negatives, updates or pair accuracy to report.")
+    else:
+        text = (f"{t.pairs} (positive, negative) pairs made in total, on {t.steps_with_pairs} of "
+                f"{t.steps} steps; negatives by source: "
+                f"{t.negatives_rollout or 0} from the policy's own wrong rollouts, "
+                f"{t.negatives_assistant or 0} written by the assistant, "
+                f"{t.negatives_fallback or 0} by the rule-based fallback.")
+        if t.dropped:
+            text += f" {t.dropped} of {t.positives} positives got no pair."
+        out.append(text)
+        updates = t.rm_updates or 0
+        text = f"The reward model was updated on {updates} of {t.steps} steps"
+        if updates == 0 and t.mode in ("rule", "rm", "hybrid"):
+            text += f" (frozen in {t.mode} mode: the pairs only measure it)"
+        out.append(text + ".")
+    if t.agreement_first is None:
+        out.append("rm/agreement was not logged: no reward model scored the rollouts.")
+    else:
+        out.append(f"The reward model agreed with the verifier (rm/agreement) on "
+                   f"{_f(t.agreement_first)} of the rollouts at the first step and "
+                   f"{_f(t.agreement_last)} at the last.")
+    return out
+
+
+def summary_sentences(t: RunTotals) -> list[str]:
+    """The run in plain language, one sentence per finding, the answer first: what paid the
+    policy, what it was paid against what the verifier found (and the sign of hacking where
+    the totals show it), the hacking signals, held-out accuracy, then the reward model's pairs,
+    updates and agreement; a missing metric gets a sentence saying so (the definitions:
+    :func:`definitions`)."""
+    if not t.steps:
+        return ["No training step logged yet (no record with reward/rule_mean in metrics.jsonl)."]
+    payer = PAYERS.get(t.mode or "", f"the reward TRL logged as {t.paid_key}")
+    return [f"{t.steps} training steps logged; the policy was paid by {payer} ({t.paid_key}).",
+            *_trend_sentences(t), *_reward_model_sentences(t)]
+
+
+def definitions() -> str:
+    """How to read the totals, in words (the module's definitions, from :data:`QUARTER`)."""
+    q = f"{QUARTER:.0%}"
+    return ("Every total is over the training steps' records (step 0 holds only the validation "
+            "before training). The reward paid is the metric of the run's reward mode: "
+            "reward/rule_mean when the verifier pays (rule), reward/rm_mean when the reward "
+            "model does (rm, cooper), reward/hybrid_mean in the hybrid modes (TRL's reward when the "
+            "mode is unknown). First / last "
+            f"quarter: the mean over the first / last {q} of the steps that logged the metric "
+            "(at least one); second half: the mean over the second half of them; first / last "
+            "step or validation: the first and the last record that logged it. hacking/gap is "
+            "the reward model's mean probability minus the verified accuracy of the same "
+            "rollouts (rising while verified accuracy falls: the policy is paid for wrong "
+            "answers); hacking/top_wrong is the share of the groups with a verified-correct "
+            "rollout whose top-scored rollout is wrong. Pairs exist only where the run's Stage "
+            "2 ran (not in rule mode without a reward model, nor in rm mode without "
+            "rm_update.pair_metrics); a step without pairs, or whose update had a non-finite "
+            "loss, has no reward-model update. docs/metrics.md defines every metric.")
 
 
 def headline(t: RunTotals) -> str:
