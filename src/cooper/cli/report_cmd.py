@@ -11,13 +11,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Read DIR and write PNG plots, report.md and a self-contained report.html "
                     "(images embedded, works offline) into DIR/report. DIR is either an "
                     "experiment folder written by `cooper experiment hacking` (it holds "
-                    "experiment.yaml; complete or not): the report leads with a verdict per arm; "
+                    "experiment.yaml; complete or not): the report opens with one table (per "
+                    "arm: its verdict, final accuracy and difference from the rule arm) and a "
+                    "sentence per finding, then the definitions and every figure behind them; "
                     "or a training run folder, the output_dir of `cooper train` (it holds "
-                    "metrics.jsonl; the run may still be going): the report leads with the run's "
-                    "totals (pairs made, negatives by source, reward-model updates, agreement "
-                    "and verified accuracy early and late, hacking signals) and plots the reward "
-                    "paid against verified accuracy, the hacking signals, the reward-model "
-                    "update and the time per stage. Metrics a run did not log are left out.")
+                    "metrics.jsonl; the run may still be going): the report opens with a short "
+                    "table of the run's answer (the reward paid against verified accuracy early "
+                    "and late, held-out accuracy, hacking signals, pairs and reward-model "
+                    "updates) and a sentence per finding, then the definitions, every total, and "
+                    "plots of the reward paid against verified accuracy, the hacking signals, "
+                    "the reward-model update and the time per stage. Metrics a run did not log "
+                    "are left out.")
     p.add_argument("dir", help="experiment folder or training run folder")
     p.add_argument("--out", default=None, help="report folder (default: DIR/report)")
     p.set_defaults(func=_report)
