@@ -35,7 +35,7 @@ from cooper.verify.extraction import clean_answer
 from cooper.verify.verifier import verify_batch
 
 if TYPE_CHECKING:
-    from cooper.config.train import TrainConfig
+    from cooper.config.train import JudgeConfig, TrainConfig
     from cooper.labelling.judge import Judge
 
 log = logging.getLogger(__name__)
@@ -165,6 +165,35 @@ def rollout_judge(cfg: TrainConfig, collective: Collective | None = None) -> Rol
 
     judge = judge_from_config(cfg.judge, seed=cfg.seed, dtype=cfg.policy.dtype)
     return RolloutJudge(judge, collective=collective) if judge is not None else None
+
+
+def drop_in_judge(judge: Judge | JudgeConfig | None, *, labels: str, judge_rejected: bool,
+                  mode: str, updates: bool, budget: float, threshold: float, seed: int = 0,
+                  dtype: str | None = None) -> tuple[RolloutJudge | None, float, float]:
+    """The judge of a :class:`~cooper.rl.trl_reward.CooperRewardFunction` (``judge=``), checked
+    against what asks it (``labels="judge"``, ``judge_rejected=True``), with its budget and
+    threshold (a :class:`~cooper.config.train.JudgeConfig` brings its own); None when nothing
+    asks it."""
+    from cooper.config.engine import ConfigError
+    from cooper.config.train import JudgeConfig
+
+    asks = [k for k, on in (("labels='judge'", labels == "judge"),
+                            ("judge_rejected=True", judge_rejected)) if on]
+    if asks and judge is None:
+        raise ConfigError(f"{' and '.join(asks)} ask(s) a judge: pass judge=... (a Judge, "
+                          "e.g. from cooper.labelling.make_judge, or a JudgeConfig)")
+    if judge_rejected and mode != "rule":
+        raise ConfigError("judge_rejected=True pays the judge's yes where the rule says no: "
+                          "use it with mode='rule'")
+    if labels == "judge" and not updates:
+        raise ConfigError(f"labels='judge' labels the reward model's update, which "
+                          f"mode={mode!r} does not run: use 'cooper' or 'hybrid_cooper'")
+    if isinstance(judge, JudgeConfig):
+        from cooper.labelling.judge import judge_from_config
+
+        budget, threshold = judge.budget, judge.threshold
+        judge = judge_from_config(judge.check(), seed=seed, dtype=dtype) if asks else None
+    return (RolloutJudge(judge) if asks and judge is not None else None), budget, threshold
 
 
 def stage2_candidates(rollouts: Sequence[Rollout], threshold: float) -> tuple[list[int], list[int]]:

@@ -45,14 +45,7 @@ from typing import TYPE_CHECKING, Any
 from transformers import TrainerCallback
 
 from cooper.config.engine import ConfigError
-from cooper.config.train import (
-    AssistantConfig,
-    JudgeConfig,
-    Payer,
-    RMUpdateConfig,
-    Stage2,
-    reward_plan,
-)
+from cooper.config.train import AssistantConfig, Payer, RMUpdateConfig, Stage2, reward_plan
 from cooper.data.prompts import BOXED_INSTRUCTION
 from cooper.errors import UserError
 from cooper.infra import collective
@@ -63,7 +56,7 @@ from cooper.rl.checkpoints import (
     load_reward_model_state,
     save_reward_model_state,
 )
-from cooper.rl.judging import RolloutJudge
+from cooper.rl.judging import drop_in_judge
 from cooper.rl.pairs import replay_pairs
 from cooper.rl.step import CooperReward
 from cooper.rl.step_metrics import rollout_metrics, stage2_metrics
@@ -72,6 +65,7 @@ from cooper.types import Rollout
 from cooper.verify.verifier import completion_text, verify_batch
 
 if TYPE_CHECKING:
+    from cooper.config.train import JudgeConfig
     from cooper.labelling.judge import Judge
     from cooper.rm.model import RewardModel
 
@@ -159,14 +153,9 @@ class CooperRewardFunction:
     model with its own ``model``). ``dtype="bfloat16"`` computes the reward model in bfloat16
     and keeps float32 master copies of the weights it trains.
 
-    ``judge``: a judge for what the rule cannot decide, a
-    :class:`~cooper.labelling.judge.Judge` (an LLM behind an endpoint or a local model, through
-    :func:`~cooper.labelling.judge.make_judge`) or a :class:`~cooper.config.train.JudgeConfig`
-    (``cooper train``'s ``judge.*``). It is asked with ``labels="judge"`` (the update's labels
-    where the rule's "no" says nothing or the reward model disagrees with it, at most
-    ``judge_budget`` of a step's rollouts, disagreements paid at least ``judge_threshold``
-    first) or, in ``rule`` mode, with ``judge_rejected=True`` (every rejection put to the judge,
-    its "yes" paid 1: TinyV's design); each distinct answer to a problem is asked once.
+    ``judge``: a :class:`~cooper.labelling.judge.Judge` or a ``JudgeConfig``, asked with
+    ``labels="judge"`` (``judge_budget``, ``judge_threshold``: ``judge.*``) or, in ``rule``
+    mode, ``judge_rejected=True`` (TinyV); :mod:`cooper.rl.judging`.
 
     The object itself is the column that pays the policy; :attr:`verifier` is the verifier's
     verdicts, to pass as a second reward function with weight 0 to see them in TRL's logs.
@@ -192,19 +181,10 @@ class CooperRewardFunction:
         update = replace(rm_update or RMUpdateConfig(), **rm_update_settings).check()
         plan = reward_plan(mode, has_rm=reward_model is not None,
                            pair_metrics=update.pair_metrics)
-        asks = [k for k, on in (("labels='judge'", update.labels == "judge"),
-                                ("judge_rejected=True", judge_rejected)) if on]
-        if asks and judge is None:
-            raise ConfigError(f"{' and '.join(asks)} ask(s) a judge: pass judge=... (a Judge, "
-                              "e.g. from cooper.labelling.make_judge, or a JudgeConfig)")
-        if judge_rejected and mode != "rule":
-            raise ConfigError("judge_rejected=True pays the judge's yes where the rule says no: "
-                              "use it with mode='rule'")
-        if update.labels == "judge" and plan.stage2 is not Stage2.UPDATE:
-            raise ConfigError(f"labels='judge' labels the reward model's update, which "
-                              f"mode={mode!r} does not run: use 'cooper' or 'hybrid_cooper'")
-        if isinstance(judge, JudgeConfig):
-            judge_budget, judge_threshold = judge.budget, judge.threshold
+        asked, judge_budget, judge_threshold = drop_in_judge(
+            judge, labels=update.labels, judge_rejected=judge_rejected, mode=mode, seed=seed,
+            updates=plan.stage2 is Stage2.UPDATE, budget=judge_budget,
+            threshold=judge_threshold, dtype=dtype)
         if plan.pays_with_rm and reward_model is None:
             raise ConfigError(f"mode={mode!r} needs a reward model: pass a folder from "
                               "`cooper rm train` or a sequence-classification checkpoint")
@@ -228,13 +208,6 @@ class CooperRewardFunction:
 
             negatives = negative_writer(assistant, verify, max_attempts=update.max_attempts,
                                         dtype=dtype)
-        asked = None
-        if asks:
-            if isinstance(judge, JudgeConfig):
-                from cooper.labelling.judge import judge_from_config
-
-                judge = judge_from_config(judge.check(), seed=seed, dtype=dtype)
-            asked = RolloutJudge(judge)
         engine = CooperReward(plan, update, rm=rm, updater=updater, verify=verify,
                               verify_lenient=partial(verify_batch, mode="lenient",
                                                      timeout_s=verifier_timeout_s),
