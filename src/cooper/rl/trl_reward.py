@@ -80,8 +80,7 @@ def verifier_column(rollouts: Sequence[Rollout], pays: Payer) -> list[float | No
     """The verifier's column. When it is only logged (weight 0), a row whose reward-model
     score is not finite must be unscorable in *every* column: TRL then gives it zero advantage
     and leaves it out of its group's mean, whereas a finite verdict beside a NaN score would be
-    summed into a reward of 0, the lowest a probability can be. When it pays, a judge's "yes"
-    on a rejected rollout (``judge_rejected``) pays too."""
+    summed into a reward of 0, the lowest a probability can be. A judge's paid "yes" counts."""
     if pays is Payer.VERIFIER:
         return [float(r.correct or r.judged is True) for r in rollouts]
     hybrid = pays is Payer.HYBRID  # a verified rollout is paid 1 whatever its score
