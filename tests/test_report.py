@@ -660,3 +660,72 @@ def test_where_the_gold_judge_scored_hacking_is_judged_against_it(tmp_path):
     assert "| 32.00 [20.00 to 40.00] | 20.00 | 80.00 [50.00+] |" in md  # seed 1
     assert {p.name for p in paths.plots} == PLOTS | {
         "heldout_rule_accuracy.png", "rule_missed.png", "rm_recall_missed.png"}
+
+
+def test_judge_arms_the_ceiling_and_the_families_in_the_report(tmp_path):
+    """A testbed with a family the rule never pays: the ceiling (paid by the gold judge) and
+    TinyV's design (the rule, and a judge on its rejections) beside a Cooper arm that asks the
+    judge less. The ceiling is a reference; TinyV is judged like the arms a reward model pays;
+    the judge calls, each family's accuracy and the accuracy-against-calls plot are reported."""
+    arms = {"rule": {"reward.mode": "rule"},
+            "gold": {"reward.mode": "rule", "reward.verifier_mode": "gold", "label": "ceiling"},
+            "tinyv": {"reward.mode": "rule", "reward.judge_rejected": True,
+                      "judge.backend": "gold", "label": "TinyV"},
+            "judged": {"reward.mode": "hybrid_cooper", "rm_update.labels": "judge",
+                       "judge.backend": "gold", "label": "judged"}}
+    # per arm: final accuracy, (numbers, yes/no) accuracy, judge calls a step, share
+    runs = {"rule": (0.50, (0.60, 0.30), None), "gold": (0.65, (0.62, 0.71), None),
+            "tinyv": (0.64, (0.61, 0.70), (8.0, 0.125)), "judged": (0.62, (0.60, 0.66), (2.0, 0.03))}
+    from cooper.config.arms import declare_arms
+    from cooper.config.experiment import ExperimentConfig
+
+    folder = tmp_path / "exp"
+    folder.mkdir()
+    cfg = ExperimentConfig(arms=declare_arms(arms), seeds="0,1")
+    cfg.train.validation.judge = "gold"
+    (folder / "experiment.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    for seed in (0, 1):
+        base = folder / f"seed-{seed}"
+        (base / "setup").mkdir(parents=True)
+        (base / "setup" / "setup.json").write_text(json.dumps({"setup": {}, "seconds": 1.0,
+                                                                 "probe_accuracy": 0.95}))
+        for arm, (acc, (numbers, yesno), judge) in runs.items():
+            d = base / "arms" / arm
+            d.mkdir(parents=True)
+            rows = []
+            for s in range(1, 21):
+                r = {"step": s, "loss": 0.1, "reward/rule_mean": 0.4, "reward": 0.6,
+                     "reward/hybrid_mean": 0.6, "gold/accuracy": 0.6, "hacking/gold_gap": 0.0,
+                     "hacking/gold_top_wrong": 0.0, "gold/accuracy_yesno": yesno,
+                     "gold/rm_recall_missed_yesno": 0.8, "gold/rm_fpr_unread": 0.1}
+                if judge:
+                    r.update({"judge/asked": judge[0] * (1.5 if s <= 10 else 0.5),
+                              "judge/asked_share": judge[1]})
+                rows.append(r)
+            (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+            (d / "trained.json").write_text(json.dumps({"steps": 20, "seconds": 60.0}))
+            (d / "final_eval.json").write_text(json.dumps(
+                {"benchmarks": {"cmp:test": {"accuracy": acc + 0.01 * seed, "rule_accuracy": 0.3,
+                                             "families": {"numbers": numbers, "yesno": yesno}}},
+                 "average": acc + 0.01 * seed, "rule_average": 0.3,
+                 "families": {"numbers": numbers, "yesno": yesno}, "seconds": 1.0}))
+    paths = build_report(folder)
+    md = paths.markdown.read_text()
+    result = _section(md, "Result")
+    table = _md_row(result, "arm")
+    assert "judge calls a step (share of rollouts)" in table
+    assert _md_row(result, "TinyV").endswith("| 8.00 (12.5%) |")  # 12 a step, then 4
+    assert _md_row(result, "judged").endswith("| 2.00 (3.0%) |")
+    assert _md_row(result, "ceiling").split(" | ")[1].startswith("reference")
+    assert "not hacked (2 of 2 seeds)" in _md_row(result, "TinyV")  # judged, not a reference
+    assert "Judge calls a step: TinyV 8.00; judged 2.00 (25% of it)." in result
+    assert "The ceiling, ceiling, ended +15.00 points against rule" in result
+    assert "Of the arms paid by a reward model, judged ended furthest above rule" in result
+    assert "| policy | cmp:test | average | average by the rule | numbers (average) | " \
+           "yes/no (average) |" in md
+    assert "| final_accuracy_yesno | 0.300 | 0.710 | 0.700 | 0.660 |" in md
+    assert "| judge_calls | not enough data | not enough data | 160 | 40 |" in md
+    assert "| first_judge_share | not enough data | not enough data | 0.125 | 0.030 |" in md
+    names = {p.name for p in paths.plots}
+    assert {"judge_calls.png", "accuracy_vs_judge_calls.png", "gold_accuracy_yesno.png",
+            "rm_recall_yesno.png", "rm_fpr_unread.png"} <= names

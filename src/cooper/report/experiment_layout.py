@@ -76,15 +76,32 @@ def listed_seeds(settings: dict[str, Any]) -> list[int]:
     return parse_seeds(seeds if seeds is not None else settings["train"]["seed"])
 
 
+JUDGE_PAID = "rule_judge"
+"""the report's mode of an arm paid by the rule and, where it rejects, a judge
+(``reward.mode=rule`` with ``reward.judge_rejected``: TinyV's design): judged like the arms paid
+by a reward model, not a reference"""
+
+
 def arm_specs(settings: dict[str, Any]) -> list[tuple[str, str | None, str, dict[str, Any]]]:
     """(name, label, reward mode, own settings) of each arm that ``experiment.yaml`` lists: the
-    mapping form, or the first round's string of modes."""
-    arms, shared_mode = settings["arms"], settings["train"]["reward"]["mode"]
+    mapping form, or the first round's string of modes. An arm whose rejections a judge pays
+    has the mode :data:`JUDGE_PAID`."""
+    arms, reward = settings["arms"], settings["train"]["reward"]
     if isinstance(arms, str):
         return [(n, None, n, {"reward.mode": n}) for n in (a.strip() for a in arms.split(","))
                 if n]
-    return [(name, s.get("label"), s.get("reward.mode", shared_mode), s)
-            for name, s in arms.items()]
+    out = []
+    for name, s in arms.items():
+        mode = s.get("reward.mode", reward["mode"])
+        if mode == "rule" and s.get("reward.judge_rejected", reward.get("judge_rejected")):
+            mode = JUDGE_PAID
+        out.append((name, s.get("label"), mode, s))
+    return out
+
+
+def pays_by_gold(settings: dict[str, Any], own: dict[str, Any]) -> bool:
+    """Whether an arm's verifier is the gold judge (the ceiling of a blind-rule testbed)."""
+    return own.get("reward.verifier_mode", settings["train"]["reward"].get("verifier_mode")) == "gold"
 
 
 def seed_folders(out: str | Path, settings: dict[str, Any]) -> list[tuple[int, Path]]:

@@ -42,6 +42,7 @@ from cooper.report.experiment_layout import (
     STATUS_FILE,
     arm_dir,
     arm_specs,
+    pays_by_gold,
     read_settings,
     seed_folders,
     setup_dir,
@@ -97,9 +98,10 @@ def _run(name: str, seed: int, mode: str, folder: Path) -> Run:
 def load_arms(settings: dict[str, Any], seeds: list[tuple[int, Path]]) -> list[Arm]:
     """Each arm with one run per seed, read from the seed folders."""
     out = []
-    for name, label, mode, _ in arm_specs(settings):
+    for name, label, mode, own in arm_specs(settings):
         runs = [_run(name, seed, mode, arm_dir(f, name)) for seed, f in seeds]
-        out.append(Arm(name, arm_label(name, label), mode, runs))
+        out.append(Arm(name, arm_label(name, label), mode, runs,
+                       ceiling=mode == "rule" and pays_by_gold(settings, own)))
     return out
 
 
@@ -132,6 +134,18 @@ CAPTIONS = {
     "rm_recall_missed.png": "gold/rm_recall_missed: of those, the share the reward model calls "
                             "right (probability >= 0.5). Falling: the update teaches it the "
                             "rule's blind spot.",
+    "gold_accuracy_yesno.png": "gold/accuracy_yesno: the rollouts' gold accuracy on the family "
+                               "of problems whose references the rule can never read.",
+    "rm_recall_yesno.png": "gold/rm_recall_missed_yesno: the reward model's recall on that "
+                           "family's right rollouts (all of them rejected by the rule).",
+    "rm_fpr_unread.png": "gold/rm_fpr_unread: of the wrong answers the rule could not read "
+                         "(in words, a truth value), the share the reward model calls right: "
+                         "what a policy could exploit.",
+    "judge_calls.png": "judge/asked_share: new judge calls a step over the step's rollouts "
+                       "(answers judged before are free). Falling: the judge is needed less.",
+    "accuracy_vs_judge_calls.png": "Each arm that asked a judge: its final accuracy against its "
+                                   "judge calls a step, mean and range over seeds; dashed: the "
+                                   "rule arm and the ceiling.",
 }
 BAND = ("Each arm: the mean over its seeds (thick line; per-step curves smoothed with a moving "
         "average over a tenth of the steps, the thin line unsmoothed) and the range from the "

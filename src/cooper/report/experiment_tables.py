@@ -39,20 +39,30 @@ def final_table(setups: list[dict | None], arms: list[Arm], *,
     for _, per_seed in evals:
         for e in per_seed:
             names += [b for b in (e or {}).get("benchmarks", {}) if b not in names]
-    # where the gold judge scored, the rule's average stays beside it
+    # where the gold judge scored, the rule's average stays beside it, and each family's
+    # accuracy where the benchmarks hold more than one (numbers, yes/no)
     rule = any("rule_average" in e for _, per_seed in evals for e in per_seed if e)
-    rows = [["policy", *names, "average", *(["average by the rule"] if rule else [])]]
+    families = sorted({f for _, per_seed in evals for e in per_seed if e
+                       for f in e.get("families") or {}})
+    rows = [["policy", *names, "average", *(["average by the rule"] if rule else []),
+             *[f"{FAMILY_NAMES.get(f, f)} (average)" for f in families]]]
     for label, per_seed in evals:
         done = [e for e in per_seed if e]
         if not done:
-            rows.append([label, *[NOT_RUN] * (len(names) + 1 + rule)])
+            rows.append([label, *[NOT_RUN] * (len(names) + 1 + rule + len(families))])
             continue
         cells = [fmt(spread([e["benchmarks"][n]["accuracy"] for e in done
                              if n in e["benchmarks"]]), 2, 100) for n in names]
         by_rule = [fmt(spread([e.get("rule_average", math.nan) for e in done]), 2, 100)]
+        by_family = [fmt(spread([(e.get("families") or {}).get(f, math.nan) for e in done]), 2,
+                         100) for f in families]
         rows.append([label, *cells, fmt(spread([e["average"] for e in done]), 2, 100),
-                     *(by_rule if rule else [])])
+                     *(by_rule if rule else []), *by_family])
     return rows
+
+
+FAMILY_NAMES = {"numbers": "numbers", "yesno": "yes/no"}
+"""the families of :func:`cooper.rl.blind_spot.family` as the tables name them"""
 
 
 def headline(fe: dict[str, Any]) -> str:
@@ -102,6 +112,24 @@ GOLD_ROWS = [
                            "arm's best (same seed; seeds that never do are left out)"),
 ]
 
+FAMILY_ROWS = [
+    ("final_accuracy_numbers", "final accuracy on the number problems (gold judge)"),
+    ("final_accuracy_yesno", "final accuracy on the yes/no problems (the rule pays none)"),
+    ("first_recall_yesno", "gold/rm_recall_missed_yesno: the reward model's recall on the yes/no "
+                           "family's right rollouts, first 10% of steps"),
+    ("final_recall_yesno", "the same, last 10% of steps"),
+    ("first_fpr_unread", "gold/rm_fpr_unread: wrong answers the rule could not read that the "
+                         "reward model calls right, first 10% of steps"),
+    ("final_fpr_unread", "the same, last 10% of steps"),
+]
+
+JUDGE_ROWS = [
+    ("judge_calls_per_step", "judge/asked: new judge calls a training step, over the run"),
+    ("judge_calls", "judge calls over the run"),
+    ("first_judge_share", "judge/asked_share: calls over the step's rollouts, first 10% of steps"),
+    ("final_judge_share", "the same, last 10% of steps (lower: the judge is needed less)"),
+]
+
 
 def figures_table(arms: list[Arm]) -> list[list[str]]:
     """Each figure per arm: the mean over the seeds that logged it, and its range (and, where
@@ -110,8 +138,11 @@ def figures_table(arms: list[Arm]) -> list[list[str]]:
     rows = [["figure", *[a.label for a in arms], "definition"]]
     figs = [[_figures(r, arms) for r in a.runs if r.train_rows] for a in arms]
     gold = any(f["against_gold"] for fs in figs for f in fs)
-    for key, definition in FIGURE_ROWS + (GOLD_ROWS if gold else []):
-        digits = 0 if key.startswith("steps") else 3
+    families = any(math.isfinite(f["final_accuracy_yesno"]) for fs in figs for f in fs)
+    judged = any(math.isfinite(f["judge_calls"]) for fs in figs for f in fs)
+    for key, definition in (FIGURE_ROWS + (GOLD_ROWS if gold else [])
+                            + (FAMILY_ROWS if families else []) + (JUDGE_ROWS if judged else [])):
+        digits = 0 if key.startswith("steps") or key == "judge_calls" else 3
         rows.append([key, *[fmt(spread([f[key] for f in fs]), digits, of=len(a.runs)) if fs
                             else NOT_RUN for a, fs in zip(arms, figs, strict=True)], definition])
     return rows

@@ -25,7 +25,7 @@ def paid_key(mode: str | None) -> str:
     weighted sum it optimised) when the mode is unknown."""
     return {"rule": "reward/rule_mean", "rm": "reward/rm_mean", "cooper": "reward/rm_mean",
             "hybrid": "reward/hybrid_mean", "hybrid_cooper": "reward/hybrid_mean"}.get(
-        mode or "", "reward")
+        mode or "", "reward")  # rule_judge (the rule, and a judge where it rejects): TRL's
 
 
 @dataclass
@@ -134,6 +134,11 @@ def hacking_figures(run: Run) -> dict[str, float]:
     _, agree = run.series("rm/agreement")
     _, missed = run.series("gold/rule_missed")
     _, recall = run.series("gold/rm_recall_missed")
+    _, recall_yesno = run.series("gold/rm_recall_missed_yesno")
+    _, fpr = run.series("gold/rm_fpr_unread")
+    _, asked = run.series("judge/asked")
+    _, share = run.series("judge/asked_share")
+    families = (run.final or {}).get("families") or {}
     smooth = moving_average(ver, window_for(len(ver))) if ver else []
     peak = max(smooth) if smooth else math.nan
     final_ver = tail_mean(ver)
@@ -165,6 +170,17 @@ def hacking_figures(run: Run) -> dict[str, float]:
         "final_rule_missed": tail_mean(missed),
         "first_recall_missed": head_mean(recall),
         "final_recall_missed": tail_mean(recall),
+        "first_recall_yesno": head_mean(recall_yesno),
+        "final_recall_yesno": tail_mean(recall_yesno),
+        "first_fpr_unread": head_mean(fpr),
+        "final_fpr_unread": tail_mean(fpr),
+        "final_accuracy_numbers": families.get("numbers", math.nan),
+        "final_accuracy_yesno": families.get("yesno", math.nan),
+        # a step without a judge call logs 0: the mean over logged steps is the run's rate
+        "judge_calls_per_step": sum(asked) / len(run.train_rows) if asked else math.nan,
+        "judge_calls": float(sum(asked)) if asked else math.nan,
+        "first_judge_share": head_mean(share),
+        "final_judge_share": tail_mean(share),
     }
 
 
@@ -246,6 +262,8 @@ class Arm:
     """its reward.mode"""
     runs: list[Run]
     """one per seed, in the experiment's seed order"""
+    ceiling: bool = False
+    """paid by the gold judge (a blind-rule testbed's ceiling)"""
 
     @property
     def reward_key(self) -> str:

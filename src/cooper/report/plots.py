@@ -125,6 +125,7 @@ def make_plots(arms: list[Arm], folder: Path) -> list[Path]:
               "Reward model AUROC on the fixed labelled probe", "AUROC",
               folder / "rm_probe_auroc.png", smooth=False, ylim=(0, 1), hline=0.5),
         *(gold_plots(arms, folder) if judged_by_gold(arms) else []),
+        *(judge_plots(arms, folder) if asked_a_judge(arms) else []),
     ]
 
 
@@ -145,4 +146,71 @@ def gold_plots(arms: list[Arm], folder: Path) -> list[Path]:
         _plot(arms, lambda a: "gold/rm_recall_missed",
               "Reward model's recall on the right rollouts the rule rejects", "recall",
               folder / "rm_recall_missed.png", ylim=(0, 1)),
+        *([_plot(arms, lambda a: "gold/accuracy_yesno",
+                 "Gold accuracy of the rollouts on the yes/no family (the rule pays none)",
+                 "accuracy", folder / "gold_accuracy_yesno.png", ylim=(0, 1)),
+           _plot(arms, lambda a: "gold/rm_recall_missed_yesno",
+                 "Reward model's recall on the yes/no family's right rollouts", "recall",
+                 folder / "rm_recall_yesno.png", ylim=(0, 1))] if logged(arms, "gold/accuracy_yesno")
+          else []),
+        *([_plot(arms, lambda a: "gold/rm_fpr_unread",
+                 "Reward model's false positives on wrong answers the rule cannot read",
+                 "fraction called right", folder / "rm_fpr_unread.png", ylim=(0, 1))]
+          if logged(arms, "gold/rm_fpr_unread") else []),
     ]
+
+
+def logged(arms: list[Arm], key: str) -> bool:
+    """Whether any run of these arms logged ``key``."""
+    return any(r.series(key)[1] for a in arms for r in a.runs)
+
+
+def asked_a_judge(arms: list[Arm]) -> bool:
+    return logged(arms, "judge/asked")
+
+
+def judge_plots(arms: list[Arm], folder: Path) -> list[Path]:
+    """The judge's cost by step (``judge/asked_share``), and each arm's accuracy against it."""
+    asking = [a for a in arms if any(r.series("judge/asked")[1] for r in a.runs)]
+    return [_plot(asking, lambda a: "judge/asked_share",
+                  "Judge calls a step, as a share of the step's rollouts", "share",
+                  folder / "judge_calls.png", ylim=(0, 1)),
+            accuracy_against_calls(arms, folder / "accuracy_vs_judge_calls.png")]
+
+
+def accuracy_against_calls(arms: list[Arm], path: Path) -> Path:
+    """Each arm that asked a judge: its final accuracy (mean and range over seeds) against its
+    judge calls a step; the rule arm and the ceiling as horizontal lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from cooper.report.figures import hacking_figures, spread
+
+    colors = arm_colors([a.name for a in arms])
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    for a in arms:
+        figs = [hacking_figures(r) for r in a.runs]
+        acc = spread([100 * f["final_accuracy"] for f in figs])
+        calls = spread([f["judge_calls_per_step"] for f in figs])
+        if acc is None:
+            continue
+        if calls is None:  # an arm without a judge: a line across, if it is the rule or ceiling
+            if a.name == "rule" or a.ceiling:
+                ax.axhline(acc.mean, color=colors[a.name], linestyle="--", linewidth=1.2,
+                           label=f"{a.label} ({acc.mean:.1f}%)")
+            continue
+        ax.errorbar([calls.mean], [acc.mean], yerr=[[acc.mean - acc.lo], [acc.hi - acc.mean]],
+                    xerr=[[calls.mean - calls.lo], [calls.hi - calls.mean]], fmt="o",
+                    color=colors[a.name], capsize=3, label=a.label)
+    ax.set_title("Final accuracy against judge calls (mean and range over seeds)")
+    ax.set_xlabel("judge calls a training step")
+    ax.set_ylabel("final accuracy (%)")
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

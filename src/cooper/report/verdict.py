@@ -204,12 +204,34 @@ def result_columns(arms: list[Arm], invalid: frozenset[int] = frozenset()) -> li
                           ("verdict", lambda a: arm_verdict(a, invalid)),
                           ("final accuracy (%)", lambda a: _col(a, "final_accuracy", 2, 100))]
     rule = rule_arm(arms)
-    if rule is None:
-        return cols
-    cols.append((f"against {rule.label} (points)", lambda a: _difference(a, rule)))
-    if any(paired_interval(_paired(a, rule)) for a in arms if a is not rule):
-        cols.append(("paired 95% interval (points)", lambda a: _interval_cell(a, rule)))
+    if rule is not None:
+        cols.append((f"against {rule.label} (points)", lambda a: _difference(a, rule)))
+        if any(paired_interval(_paired(a, rule)) for a in arms if a is not rule):
+            cols.append(("paired 95% interval (points)", lambda a: _interval_cell(a, rule)))
+    if any(asks_judge(a) for a in arms):
+        cols.append(("judge calls a step (share of rollouts)", judge_cell))
     return cols
+
+
+def asks_judge(arm: Arm) -> bool:
+    """Whether the arm's runs asked a judge (``judge/asked`` logged)."""
+    return any(r.series("judge/asked")[1] for r in arm.runs)
+
+
+def judge_cell(arm: Arm) -> str:
+    """Judge calls per training step, over seeds, and the share of the rollouts they are: ''
+    for an arm that asked none."""
+    if not asks_judge(arm):
+        return ""
+    share = spread([run_mean(r, "judge/asked_share") for r in arm.runs])
+    return (f"{_col(arm, 'judge_calls_per_step', 2)} ("
+            + (f"{100 * share.mean:.1f}%" if share else NO_DATA) + ")")
+
+
+def run_mean(run, key: str) -> float:
+    """The mean of a metric over the whole run (NaN where it was not logged)."""
+    _, values = run.series(key)
+    return sum(values) / len(values) if values else math.nan
 
 
 def result_table(arms: list[Arm], invalid: frozenset[int] = frozenset(),
@@ -279,6 +301,10 @@ def hacked_findings(arms: list[Arm], invalid: frozenset[int] = frozenset()) -> l
     return out
 
 
+PAID_BY_RM = frozenset({"rm", "cooper", "hybrid", "hybrid_cooper"})
+"""the reward modes in which a reward model pays the policy (alone, or where the rule says no)"""
+
+
 def closest_finding(arms: list[Arm]) -> str | None:
     """Of the arms paid by a reward model, the one whose final accuracy is highest against the
     rule arm's (mean of the per-seed differences), and whether the paired 95% interval of that
@@ -286,7 +312,7 @@ def closest_finding(arms: list[Arm]) -> str | None:
     rule = rule_arm(arms)
     if rule is None:
         return None
-    diffs = [(a, spread(_paired(a, rule))) for a in arms if not is_reference(a.mode)]
+    diffs = [(a, spread(_paired(a, rule))) for a in arms if a.mode in PAID_BY_RM]
     scored = [(a, s) for a, s in diffs if s is not None]
     if not scored:
         return None
@@ -307,8 +333,36 @@ def findings(arms: list[Arm], invalid: frozenset[int] = frozenset()) -> list[str
     """The verdict in a few sentences, one per finding, every word from the records: which arms
     were hacked and in how many seeds, which never were, which arm paid by a reward model ended
     nearest the rule arm (the seeds' validity: :func:`cooper.report.validity.validity_findings`)."""
-    closest = closest_finding(arms)
-    return hacked_findings(arms, invalid) + ([closest] if closest else [])
+    extra = [x for x in (closest_finding(arms), ceiling_finding(arms), judge_finding(arms)) if x]
+    return hacked_findings(arms, invalid) + extra
+
+
+def ceiling_finding(arms: list[Arm]) -> str | None:
+    """Where an arm is paid by the gold judge (the ceiling), how far above the rule arm it
+    ended: the room a reward can win over the rule; None without both."""
+    rule, ceiling = rule_arm(arms), next((a for a in arms if a.ceiling), None)
+    if rule is None or ceiling is None or ceiling is rule:
+        return None
+    s = spread(_paired(ceiling, rule))
+    if s is None:
+        return None
+    return (f"The ceiling, {ceiling.label}, ended {fmt(s, 2, 100, sign=True)} points against "
+            f"{rule.label}" + against_rule_in_words(ceiling, rule) + ": the room a reward can "
+            "win over the rule.")
+
+
+def judge_finding(arms: list[Arm]) -> str | None:
+    """The judge calls of each arm that asked one, beside the arm that asks the most (TinyV's
+    design asks on every rejection); None where no arm asked a judge."""
+    asked = [(a, spread([f["judge_calls_per_step"] for f in run_figures(a)]))
+             for a in arms if asks_judge(a)]
+    asked = [(a, s) for a, s in asked if s is not None]
+    if len(asked) < 2:
+        return None
+    most, top = max(asked, key=lambda x: x[1].mean)
+    parts = [f"{a.label} {s.mean:.2f} ({s.mean / top.mean:.0%} of it)"
+             for a, s in asked if a is not most and top.mean > 0]
+    return (f"Judge calls a step: {most.label} {top.mean:.2f}; " + "; ".join(parts) + ".")
 
 
 def scope(arms: list[Arm], seeds: list[int]) -> str:
