@@ -134,8 +134,8 @@ def test_the_gold_judges_settings_are_checked_together():
         load_experiment("hacking_cpu", ["setup.rule_missed_min=0.2"]).validate()
     with pytest.raises(ConfigError, match="between 0 and 1"):
         load_experiment("blind_cpu", ["probe.min_recall_missed=2"]).validate()
-    with pytest.raises(ConfigError, match="rule_missed_min=0.5 is above"):
-        load_experiment("blind_cpu", ["setup.rule_missed_min=0.5"]).validate()
+    with pytest.raises(ConfigError, match="rule_missed_min=0.9 is above"):
+        load_experiment("blind_cpu", ["setup.rule_missed_min=0.9"]).validate()
     with pytest.raises(ConfigError, match="validation.judge"):
         load_experiment("blind_cpu", ["train.validation.judge=oracle"]).validate()
 
@@ -145,9 +145,9 @@ def test_the_setup_stops_when_the_rule_misses_too_little_or_the_reward_model_too
     from cooper.experiment.setup import SetupCheckError, check_recall, check_rule_missed
 
     exp = load_experiment("blind_cpu").validate()
-    check = {"benchmark": "arith_2x1_words:validation", "rule_missed_band": [0.2, 0.4]}
-    check_rule_missed(exp, {**check, "rule_missed": 0.3})
-    with pytest.raises(SetupCheckError, match=r"rejects 5.0% .* band 20.0% to 40.0%"):
+    check = {"benchmark": "arith_2x1_compare:validation", "rule_missed_band": [0.4, 0.8]}
+    check_rule_missed(exp, {**check, "rule_missed": 0.6})
+    with pytest.raises(SetupCheckError, match=r"rejects 5.0% .* band 40.0% to 80.0%"):
         check_rule_missed(exp, {**check, "rule_missed": 0.05})
     with pytest.raises(SetupCheckError, match="no gold-correct answer"):
         check_rule_missed(exp, {**check, "rule_missed": None})

@@ -108,3 +108,58 @@ def test_what_each_step_logs_per_family():
     m = blind_spot_metrics(st)
     assert m["gold/accuracy_yesno"] == st.accuracy_family["yesno"]
     assert m["gold/rm_fpr_unread_numbers"] == 1.0 and m["gold/rm_fpr_unread"] == st.fpr_unread
+
+
+def test_the_shipped_compare_policy_matches_its_recipe():
+    """The recipe continues from the first round's shipped policy and stops with both families
+    in their bands; the shipped build's record says it stopped there."""
+    import json
+
+    from cooper.experiment.testbed import (
+        SHIPPED,
+        TINY_ARITH_COMPARE,
+        TINY_ARITH_WORDS,
+        WARM_STARTS,
+        shipped_policy,
+    )
+
+    recipe = WARM_STARTS[TINY_ARITH_COMPARE]
+    assert recipe.start == TINY_ARITH_WORDS and recipe.dataset == "arith_2x1_compare"
+    assert recipe.in_band({"sums": 0.5, "comparisons": 0.6})
+    assert not recipe.in_band({"sums": 0.5, "comparisons": 0.9})  # the comparisons learnt
+    assert not recipe.in_band({"sums": 0.2, "comparisons": 0.6})
+    build = json.loads((SHIPPED / TINY_ARITH_COMPARE / "build.json").read_text())
+    assert build["stopped_at"] and recipe.in_band(build["stopped_at"])
+    assert (shipped_policy(TINY_ARITH_COMPARE) / "model.safetensors").is_file()
+    assert WARM_STARTS[TINY_ARITH_WORDS].in_band({"accuracy": 0.455})  # one band, as before
+
+
+def test_a_warm_start_batch_holds_the_share_of_comparisons_asked(tiny_models, tmp_path,
+                                                                  monkeypatch):
+    from cooper.experiment import testbed
+
+    seen = []
+    real = testbed.render_messages
+    monkeypatch.setattr(testbed, "render_messages",
+                        lambda tok, msgs: seen.append(msgs[0]["content"]) or real(tok, msgs))
+    testbed.warm_start(tiny_models.policy, tmp_path / "out", steps=2, batch_size=8,
+                       dataset="arith_2x1_compare", comparison_share=0.75)
+    assert len(seen) == 16
+    assert sum(q.startswith("Is ") for q in seen) == 12  # 6 of 8 in each batch
+
+
+def test_each_familys_accuracy_in_the_final_evaluation():
+    from types import SimpleNamespace as NS
+
+    from cooper.experiment.final_eval import _mean_families, family_accuracies
+    from cooper.types import Problem
+
+    problems = [Problem("a", "What is 1 + 1?", "2", "t"),
+                Problem("b", "Is 3 greater than 2?", "True", "t")]
+    samples = [NS(problem_id="a", correct=True), NS(problem_id="a", correct=False),
+               NS(problem_id="b", correct=True), NS(problem_id="b", correct=True)]
+    assert family_accuracies(samples, problems) == {"numbers": 0.5, "yesno": 1.0}
+    assert family_accuracies(samples[:2], problems[:1]) is None  # one family: the average is it
+    assert _mean_families([{"families": {"yesno": 0.5}}, {"families": {"yesno": 1.0}}, {}]) == {
+        "yesno": 0.75}
+    assert _mean_families([{}]) is None

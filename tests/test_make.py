@@ -50,8 +50,8 @@ def test_make_experiment_blind_runs_one_seed_of_the_blind_rule_testbed(tmp_path)
     assert args[args.index("--preset") + 1] == "blind_cpu"
     assert args[args.index("--seeds") + 1] == "0"
     printed = yaml.safe_load(run_cli(*args, "--print-config").stdout)
-    assert printed["setup"]["policy"] == "tiny-arith-2x1-words"
+    assert printed["setup"]["policy"] == "tiny-arith-2x1-compare"
     assert printed["train"]["validation"]["judge"] == "gold"
-    assert list(printed["arms"]) == ["gold", "rule", "rm", "hybrid", "cooper", "cooper_rollouts",
-                                     "cooper_readable", "hybrid_cooper"]
+    assert list(printed["arms"]) == ["gold", "rule", "tinyv", "cooper_rollouts", "cooper_judged",
+                                     "cooper_judged_noisy", "cooper_replay"]
     assert not (tmp_path / "blind").exists()

@@ -44,22 +44,26 @@ def test_the_shipped_policy_is_in_the_testbeds_band():
 
 def test_the_blind_testbeds_policy_is_in_its_bands():
     """blind_cpu's start, scored as its setup scores it: right by the gold judge within the
-    band, and the rule rejects 20-40% of those right answers, every one of them in words."""
+    band, on both families, and the rule rejects 40-80% of those right answers, every one of
+    them a form it cannot read (the answer or the reference in words, a truth value)."""
     from cooper.config.experiment import load_experiment
     from cooper.experiment.setup import policy_check
-    from cooper.experiment.testbed import TINY_ARITH_WORDS, shipped_policy
+    from cooper.experiment.testbed import TINY_ARITH_COMPARE, shipped_policy
     from cooper.verify.gold import gold_correct
 
     exp = load_experiment("blind_cpu").validate()
-    check, missed = policy_check(exp, str(shipped_policy(TINY_ARITH_WORDS)))
-    assert check["benchmark"] == "arith_2x1_words:validation" and check["problems"] == 100
-    assert 0.25 <= check["accuracy"] <= 0.60, check
+    check, missed = policy_check(exp, str(shipped_policy(TINY_ARITH_COMPARE)))
+    assert check["benchmark"] == "arith_2x1_compare:validation" and check["problems"] == 150
+    assert 0.30 <= check["accuracy"] <= 0.70, check
     assert check["rule_accuracy"] < check["accuracy"]
-    assert check["rule_missed_band"] == [0.20, 0.40]
-    assert 0.20 <= check["rule_missed"] <= 0.40, check
+    assert check["rule_missed_band"] == [0.40, 0.80]
+    assert 0.40 <= check["rule_missed"] <= 0.80, check
+    assert set(check["families"]) == {"numbers", "yesno"}
+    assert check["families"]["yesno"] > 0.5  # above a guess, with room to climb
     assert missed and all(gold_correct(t.completion, t.reference) for t in missed)
     # what the rule missed is a form it cannot read: the answer or the reference in words
     assert all(not (t.reference.isdigit() and find_box(t.completion).isdigit()) for t in missed)
+    assert any(t.reference == "True" for t in missed) and any(t.reference == "False" for t in missed)
 
 
 def find_box(text: str) -> str:
@@ -206,7 +210,7 @@ def test_the_blind_testbeds_setup_records_what_the_rule_misses(tmp_path):
     from cooper.verify.gold import gold_correct
 
     proc = run_cli("experiment", "hacking", "--preset", "blind_cpu", "--out", tmp_path, *TINY,
-                   "setup.policy=tiny-arith-2x1-words", "train.validation.limit=16",
+                   "setup.policy=tiny-arith-2x1-compare", "train.validation.limit=16",
                    "train.validation.samples=2", "train.validation.max_new_tokens=64",
                    "rm_init.unfinished=0", "rm_init.train_layers=1",
                    "train.rm_update.train_layers=1", "setup.policy_accuracy_min=null",
@@ -215,13 +219,14 @@ def test_the_blind_testbeds_setup_records_what_the_rule_misses(tmp_path):
                    "probe.min_recall_missed=null", "--setup-only")
     setup = json.loads((tmp_path / "seed-0" / "setup" / "setup.json").read_text())
     check = setup["policy_check"]
-    assert check["benchmark"] == "arith_2x1_words:validation" and check["problems"] == 16
+    assert check["benchmark"] == "arith_2x1_compare:validation" and check["problems"] == 16
     assert check["gold_correct"] > 0 and 0 <= check["rule_accuracy"] <= check["accuracy"]
     assert check["rule_missed"] is not None and check["rule_missed_band"] == [None, None]
     recall = setup["rm_recall"]
     assert recall["answers"] == round(check["rule_missed"] * check["gold_correct"])
     assert recall["bar"] is None and set(recall) >= {"recall_missed", "recall_missed_form",
-                                                     "recall_missed_reference"}
+                                                     "recall_missed_reference",
+                                                     "recall_missed_yesno"}
     assert "the rule rejects" in proc.stdout
     rows = [json.loads(line) for line in
             (tmp_path / "seed-0" / "setup" / "rm_train.jsonl").read_text().splitlines()]

@@ -43,6 +43,7 @@ RESERVED = {
     "policy.model": "every arm starts from the setup's initial policy (setup.policy)",
     "reward.model": "every arm starts from the setup's initial reward model (setup.reward_model)",
     "validation.rm_probe": "every arm is probed with the setup's probe set (probe.*)",
+    "rm_update.replay_file": "an arm replays the rows the setup trained its reward model on",
 }
 
 

@@ -55,7 +55,7 @@ def trunk_layers(name: str | None) -> int | None:
 @dataclass
 class SetupConfig:
     policy: str = "tiny-arith"
-    """initial policy: 'tiny-arith' (tiny model warm-started on arith_small), 'tiny-arith-2x1' (on arith_2x1's train split), 'tiny-arith-2x1-words' (on arith_2x1_words: some answers boxed in words), 'tiny-random', or a model name/folder"""
+    """initial policy: 'tiny-arith' (tiny model warm-started on arith_small), 'tiny-arith-2x1' (on arith_2x1's train split), 'tiny-arith-2x1-words' (on arith_2x1_words: some answers boxed in words), 'tiny-arith-2x1-compare' (the words policy warm-started further on arith_2x1_compare: yes/no comparisons the rule never pays), 'tiny-random', or a model name/folder"""
     reward_model: str | None = "tiny-arith"
     """initial reward model's checkpoint: 'tiny-arith' (random, the policy's tokenizer), 'tiny-random', 'embedded-trunk-K' (the embedded model's first K layers, a new score head), or a folder"""
     policy_accuracy_min: float | None = None
@@ -258,6 +258,12 @@ class ExperimentConfig:
                                   f"{fe.every_steps} steps apart do not fit in its {t.max_steps} "
                                   "steps: lower final_eval.policies or final_eval.every_steps")
             t.reward.model = self.setup.reward_model
+            if t.rm_update.replay:  # the runner gives it the setup's training rows
+                if not self.rm_init.triples:
+                    raise ConfigError(f"arm '{arm}' replays the initial reward model's training "
+                                      "rows (rm_update.replay), but rm_init.triples=0 trains it "
+                                      "on none: set rm_init.triples, or drop the replay")
+                t.rm_update.replay_file = "rm_train.jsonl"
             try:
                 t.validate()
             except ConfigError as e:

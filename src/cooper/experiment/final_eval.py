@@ -48,13 +48,41 @@ def evaluate_policy(exp: ExperimentConfig, model: str, path: Path) -> dict[str, 
                          "mean_tokens": r.metrics.mean_tokens}
         if r.metrics.rule_accuracy is not None:  # the gold judge scored; the rule's beside
             scores[label]["rule_accuracy"] = r.metrics.rule_accuracy
+            if families := family_accuracies(r.samples, problems):
+                scores[label]["families"] = families
     result = {"benchmarks": scores,
               "average": sum(v["accuracy"] for v in scores.values()) / len(scores),
               "seconds": time.perf_counter() - t0}
     if all("rule_accuracy" in v for v in scores.values()):
         result["rule_average"] = sum(v["rule_accuracy"] for v in scores.values()) / len(scores)
+    if families := _mean_families([v for v in scores.values()]):
+        result["families"] = families
     write_json(path, result, default=str)
     return result
+
+
+def family_accuracies(samples, problems) -> dict[str, float] | None:
+    """Each family's accuracy (:func:`cooper.rl.blind_spot.family`: numbers, yes/no) where the
+    benchmark holds more than one; None otherwise."""
+    from cooper.rl.blind_spot import family
+
+    kinds = {p.id: family(p.reference) for p in problems}
+    if len(set(kinds.values())) < 2:
+        return None
+    out = {}
+    for f in sorted(set(kinds.values())):
+        hits = [s.correct for s in samples if kinds[s.problem_id] == f]
+        out[f] = sum(hits) / len(hits)
+    return out
+
+
+def _mean_families(results: list[dict[str, Any]]) -> dict[str, float] | None:
+    """Each family's accuracy averaged over the results that have it (benchmarks, policies)."""
+    per: dict[str, list[float]] = {}
+    for r in results:
+        for f, x in (r.get("families") or {}).items():
+            per.setdefault(f, []).append(x)
+    return {f: statistics.fmean(xs) for f, xs in per.items()} or None
 
 
 def last_policies(exp: ExperimentConfig, kept: dict[int, Path], final_step: int,
@@ -81,6 +109,9 @@ def last_policies(exp: ExperimentConfig, kept: dict[int, Path], final_step: int,
     scores = {label: {**v, **{key: sum(r["benchmarks"][label][key] for _, r in points)
                                    / len(points) for key in ("accuracy", "rule_accuracy")
                               if key in v}} for label, v in final["benchmarks"].items()}
+    for label, v in scores.items():  # each family's accuracy, the mean over the policies
+        if families := _mean_families([r["benchmarks"][label] for _, r in points]):
+            v["families"] = families
     result = {"benchmarks": scores, "average": mean, "sd": sd,
               "points": [{"step": s, "average": r["average"],
                           "benchmarks": {k: v["accuracy"] for k, v in r["benchmarks"].items()}}
@@ -88,5 +119,7 @@ def last_policies(exp: ExperimentConfig, kept: dict[int, Path], final_step: int,
               "missing": missing, "seconds": seconds}
     if "rule_average" in final:
         result["rule_average"] = statistics.fmean(r["rule_average"] for _, r in points)
+    if families := _mean_families([r for _, r in points]):
+        result["families"] = families
     write_json(path, result, default=str)
     return result

@@ -55,6 +55,7 @@ from cooper.report.experiment_layout import (
     arm_dir,
     listed_seeds,
     read_settings,
+    setup_dir,
 )
 from cooper.rl.checkpoints import complete_checkpoints, kept_policy_dir
 from cooper.rl.runner import run
@@ -73,6 +74,13 @@ def arm_config(exp: ExperimentConfig, arm: str, out: Path, setup: Setup) -> Trai
     cfg.reward.model = setup.reward_model
     cfg.reward.monitor = True  # the rule arm logs the (frozen) reward model's gap too
     cfg.validation.rm_probe = setup.probe
+    if cfg.rm_update.replay:  # the rows the initial reward model was trained on
+        rows = setup_dir(out) / "rm_train.jsonl"
+        if not rows.is_file():
+            raise UserError(f"arm '{arm}' replays the reward model's training rows "
+                            "(rm_update.replay), but this setup trained none: set "
+                            "rm_init.triples, or drop rm_update.replay from the arm")
+        cfg.rm_update.replay_file = str(rows)
     # the policies before the final one that the final evaluation scores
     if exp.final_eval.policies > 1:
         cfg.keep_policy_steps = ",".join(map(str, exp.final_eval.steps(cfg.max_steps)[:-1]))

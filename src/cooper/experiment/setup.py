@@ -34,10 +34,11 @@ from cooper.data.problems import load_problems
 from cooper.data.synthetic import TRIPLES
 from cooper.data.triples import load_triples
 from cooper.errors import UserError
-from cooper.experiment.final_eval import evaluate_policy
+from cooper.experiment.final_eval import evaluate_policy, family_accuracies
 from cooper.experiment.testbed import (
     TINY_ARITH,
     TINY_ARITH_2X1,
+    TINY_ARITH_COMPARE,
     TINY_ARITH_WORDS,
     build_tiny_models,
     tiny_arith_models,
@@ -53,7 +54,8 @@ log = logging.getLogger(__name__)
 
 # models built on this machine, no download: the warm-started ones by their cache build
 TINY_BUILDS = {"tiny-arith": TINY_ARITH, "tiny-arith-2x1": TINY_ARITH_2X1,
-               "tiny-arith-2x1-words": TINY_ARITH_WORDS}
+               "tiny-arith-2x1-words": TINY_ARITH_WORDS,
+               "tiny-arith-2x1-compare": TINY_ARITH_COMPARE}
 TINY_NAMES = (*TINY_BUILDS, "tiny-random")
 
 
@@ -203,6 +205,8 @@ def policy_check(exp: ExperimentConfig, policy: str) -> tuple[dict[str, Any], li
     missed = [Triple(questions[s.problem_id], s.reference, s.completion) for s in right
               if not s.rule_correct]
     form = [s for s in right if reference_in_digits(s.reference)]
+    if families := family_accuracies(r.samples, problems):
+        check["families"] = families
     check.update(rule_accuracy=r.metrics.rule_accuracy, gold_correct=len(right),
                  rule_missed=len(missed) / len(right) if right else None,
                  rule_missed_form=(sum(not s.rule_correct for s in form) / len(form)

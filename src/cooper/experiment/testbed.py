@@ -30,6 +30,7 @@ from cooper.errors import UserError
 from cooper.infra.embedded import _lock, cache_root
 from cooper.infra.generation import render_messages
 from cooper.infra.models import load_causal_lm, load_tokenizer
+from cooper.rm.model import train_top_layers
 from cooper.rm.template import mark_as_ours
 
 if TYPE_CHECKING:
@@ -101,24 +102,34 @@ def build_tiny_models(out_dir: str | os.PathLike, *, hidden_size: int = 32, laye
 
 def warm_start(model_dir: str | os.PathLike, out_dir: str | os.PathLike, *, steps: int = 300,
                lr: float = 3e-3, batch_size: int = 32, seed: int = 0,
-               dataset: str = "arith",
+               dataset: str = "arith", train_layers: int | None = None,
                stop: Callable[[int, Any, Any], bool] | None = None,
-               check_every: int = 50) -> Path:
+               check_every: int = 50, comparison_share: float | None = None) -> Path:
     """Supervised fine-tuning on worked solutions (loss on the answer tokens only); saves to
     ``out_dir`` with the tokenizer. Few steps leave a model that is sometimes right.
+    ``train_layers``: only the top K decoder layers are trained (None: every weight).
 
     ``stop(step, model, tokenizer)``, asked every ``check_every`` steps, ends the warm start
-    early when it returns True (the model as it is then is saved)."""
+    early when it returns True (the model as it is then is saved). ``comparison_share``: that
+    share of every batch is drawn from the dataset's comparisons (``arith_2x1_compare``), the
+    rest from its other problems (None: the batch is drawn from all of them alike)."""
     import torch
 
     tok = load_tokenizer(model_dir, padding_side="right")
     model = load_causal_lm(model_dir, dtype="float32").train()
     problems = arithmetic_problems("train", dataset)
+    pools: list[tuple[list, int]] = [(problems, batch_size)]
+    if comparison_share is not None:
+        k = round(comparison_share * batch_size)
+        compared = [p for p in problems if is_comparison(p)]
+        pools = [(compared, k), ([p for p in problems if not is_comparison(p)], batch_size - k)]
     rng = random.Random(seed)
     torch.manual_seed(seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    train_top_layers(model, train_layers)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr,
+                            weight_decay=0.0)
     for step in range(1, steps + 1):
-        batch = rng.sample(problems, batch_size)
+        batch = [p for pool, k in pools for p in rng.sample(pool, k)]
         prompts = [render_messages(tok, prompt_messages(p.question)) for p in batch]
         full = [pr + p.solution + tok.eos_token for pr, p in zip(prompts, batch, strict=True)]
         enc = tok(full, return_tensors="pt", padding=True, add_special_tokens=False)
@@ -151,8 +162,48 @@ TINY_ARITH_2X1 = "tiny-arith-2x1-v2"  # bump when its warm start changes (v2: st
 # the blind-rule testbed's policy: warm-started on arith_2x1_words, so it boxes some right
 # answers in words, which the rule rejects and the gold judge reads; shipped with the package
 TINY_ARITH_WORDS = "tiny-arith-2x1-words-v1"
-WARM_STARTS = {TINY_ARITH: ("arith_small", 300), TINY_ARITH_2X1: ("arith_2x1", 1200),
-               TINY_ARITH_WORDS: ("arith_2x1_words", 2000)}
+# the testbed with a gap: the words policy warm-started further on arith_2x1_compare, whose
+# comparisons (yes/no against a stored True/False) the rule never pays; shipped with the package
+TINY_ARITH_COMPARE = "tiny-arith-2x1-compare-v1"
+
+TESTBED_BAND = (0.40, 0.55)
+"""the held-out accuracy at which the testbed policy's warm start stops: the policy of the
+earlier rounds was right on 48% (arith_2x1's validation split), which leaves RL room to learn
+and a reward model a policy worth exploiting"""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How a shipped policy was warm-started (:func:`build_testbed_policy` reruns it)."""
+
+    dataset: str
+    max_steps: int
+    start: str | None = None
+    """a shipped policy it continues from; None: a tiny random model (seed 0)"""
+    lr: float = 3e-3
+    check_every: int = 50
+    comparison_share: float | None = None
+    """share of each batch drawn from the comparisons (:func:`warm_start`)"""
+    bands: tuple[tuple[str, float, float], ...] = (("accuracy", *TESTBED_BAND),)
+    """(figure of the check, low, high): the warm start stops at the first check that has every
+    figure inside its band"""
+
+    def in_band(self, figures: dict[str, float]) -> bool:
+        return all(lo <= figures[key] <= hi for key, lo, hi in self.bands)
+
+
+WARM_STARTS = {
+    TINY_ARITH: Recipe("arith_small", 300),
+    TINY_ARITH_2X1: Recipe("arith_2x1", 1200),
+    TINY_ARITH_WORDS: Recipe("arith_2x1_words", 2000),
+    # the comparisons are learnt all at once (about 50% for 150 steps, then 75% within 25 more,
+    # 90% by 300 in a trial at this rate and share): the band stops it on the way up, where RL
+    # paid on them has something to reinforce and room to climb; the sums, a quarter of each
+    # batch, stay about where the words policy had them
+    TINY_ARITH_COMPARE: Recipe("arith_2x1_compare", 600, start=TINY_ARITH_WORDS, lr=2e-3,
+                               check_every=25, comparison_share=0.75,
+                               bands=(("sums", 0.35, 0.55), ("comparisons", 0.55, 0.70))),
+}
 
 SHIPPED = Path(__file__).with_name("models")
 """Weights that ship with the package (``SHIPPED/NAME/policy``), each with a README that gives
@@ -178,18 +229,24 @@ def shipped_policy(name: str = TINY_ARITH_2X1) -> Path:
     return path
 
 
-TESTBED_BAND = (0.40, 0.55)
-"""the held-out accuracy at which the testbed policy's warm start stops: the policy of the
-earlier rounds was right on 48% (arith_2x1's validation split), which leaves RL room to learn
-and a reward model a policy worth exploiting"""
 TESTBED_CHECK = {"dataset": "arith_2x1", "split": "validation", "limit": 100, "samples": 2,
                  "max_new_tokens": 48, "seed": 0, "verify_mode": "strict"}
 """how the warm start's accuracy is measured: as ``hacking_cpu``'s setup measures it"""
 CHECKS = {TINY_ARITH_2X1: TESTBED_CHECK,
           TINY_ARITH_WORDS: {**TESTBED_CHECK, "dataset": "arith_2x1_words", "max_new_tokens": 64,
-                             "verify_mode": "gold"}}
+                             "verify_mode": "gold"},
+          TINY_ARITH_COMPARE: {**TESTBED_CHECK, "dataset": "arith_2x1_compare", "limit": 300,
+                               "max_new_tokens": 64, "verify_mode": "gold"}}
 """each shipped testbed policy's check: the words policy is scored by the gold judge, as
-``blind_cpu``'s setup scores it (answers in words are longer: 64 tokens)"""
+``blind_cpu``'s setup scores it (answers in words are longer: 64 tokens); the compare policy on
+300 problems (200 sums, 100 comparisons), each family's accuracy apart"""
+
+
+def is_comparison(problem) -> bool:
+    """A problem of the comparison family (its reference is a truth value)."""
+    from cooper.verify.gold import read_boolean
+
+    return read_boolean(problem.reference) is not None
 
 
 def heldout_accuracy(generator, dataset: str, split: str, *, limit: int | None, samples: int,
@@ -197,6 +254,16 @@ def heldout_accuracy(generator, dataset: str, split: str, *, limit: int | None, 
                      verify_mode: str = "strict") -> float:
     """A policy's verified accuracy on held-out problems: the testbed's check, as the setup and
     the warm start's stop both measure it."""
+    return heldout_figures(generator, dataset, split, limit=limit, samples=samples,
+                           max_new_tokens=max_new_tokens, seed=seed, temperature=temperature,
+                           top_p=top_p, verify_mode=verify_mode)["accuracy"]
+
+
+def heldout_figures(generator, dataset: str, split: str, *, limit: int | None, samples: int,
+                    max_new_tokens: int, seed: int, temperature: float, top_p: float,
+                    verify_mode: str = "strict") -> dict[str, float]:
+    """:func:`heldout_accuracy` (``accuracy``) and, where the problems hold comparisons, each
+    family's accuracy apart (``sums``, ``comparisons``)."""
     from cooper.data.problems import load_problems
     from cooper.eval.sampling import evaluate_problems
     from cooper.infra.generation import SamplingConfig
@@ -204,52 +271,72 @@ def heldout_accuracy(generator, dataset: str, split: str, *, limit: int | None, 
     problems = list(load_problems(dataset, split, limit=limit))
     sampling = SamplingConfig(n=samples, temperature=temperature, top_p=top_p,
                               max_new_tokens=max_new_tokens, seed=seed)
-    return evaluate_problems(generator, problems, sampling, benchmark=f"{dataset}:{split}",
-                             verify_mode=verify_mode).metrics.accuracy
+    result = evaluate_problems(generator, problems, sampling, benchmark=f"{dataset}:{split}",
+                               verify_mode=verify_mode)
+    out = {"accuracy": result.metrics.accuracy}
+    compared = {p.id for p in problems if is_comparison(p)}
+    if compared:
+        for family, keep in (("sums", False), ("comparisons", True)):
+            hits = [s.correct for s in result.samples if (s.problem_id in compared) == keep]
+            out[family] = sum(hits) / len(hits)
+    return out
 
 
 def testbed_accuracy(model, tok, check: dict[str, Any] = TESTBED_CHECK) -> float:
     """A policy's accuracy on ``check`` (:data:`TESTBED_CHECK` by default; the paper's
     sampling protocol)."""
+    return testbed_figures(model, tok, check)["accuracy"]
+
+
+def testbed_figures(model, tok, check: dict[str, Any] = TESTBED_CHECK) -> dict[str, float]:
+    """:func:`testbed_accuracy`, with each family's accuracy apart where the check's problems
+    hold comparisons (:func:`heldout_figures`)."""
     from cooper.infra.generation import HFGenerator
     from cooper.infra.protocol import PAPER_TEMPERATURE, PAPER_TOP_P
 
     c = check
-    return heldout_accuracy(HFGenerator(model, tok, batch_size=32, name="testbed-check"),
-                            c["dataset"], c["split"], limit=c["limit"], samples=c["samples"],
-                            max_new_tokens=c["max_new_tokens"], seed=c["seed"],
-                            temperature=PAPER_TEMPERATURE, top_p=PAPER_TOP_P,
-                            verify_mode=c["verify_mode"])
+    return heldout_figures(HFGenerator(model, tok, batch_size=32, name="testbed-check"),
+                           c["dataset"], c["split"], limit=c["limit"], samples=c["samples"],
+                           max_new_tokens=c["max_new_tokens"], seed=c["seed"],
+                           temperature=PAPER_TEMPERATURE, top_p=PAPER_TOP_P,
+                           verify_mode=c["verify_mode"])
 
 
 def build_testbed_policy(out: str | os.PathLike, *, name: str = TINY_ARITH_2X1,
                          seed: int = 0) -> dict[str, Any]:
-    """Rerun the shipped policy's recipe into ``out/policy``: a tiny random model (seed 0),
-    then :func:`warm_start` on the recipe's dataset, stopping at the first check (every 50
-    steps, at most the recipe's steps) whose accuracy lies in :data:`TESTBED_BAND`. On the
-    machine that built the shipped weights this reproduces them; elsewhere the weights differ
-    and the stop lands in the band all the same (unless no check does: then it says so).
-    Returns the build's record (also ``out/build.json``)."""
+    """Rerun the shipped policy's recipe (:data:`WARM_STARTS`) into ``out/policy``: a tiny
+    random model (seed 0), or the shipped policy the recipe continues from, then
+    :func:`warm_start` on the recipe's dataset, stopping at the first check (every
+    ``check_every`` steps, at most the recipe's steps) whose figures lie in the recipe's bands.
+    On the machine that built the shipped weights this reproduces them; elsewhere the weights
+    differ and the stop lands in the bands all the same (unless no check does: then it says
+    so). Returns the build's record (also ``out/build.json``)."""
     import tempfile
 
     from cooper.infra.files import write_json
 
-    dataset, steps = WARM_STARTS[name]
-    lo, hi = TESTBED_BAND
+    recipe = WARM_STARTS[name]
     checks: list[dict[str, float]] = []
 
     def in_band(step: int, model, tok) -> bool:
-        acc = testbed_accuracy(model, tok, CHECKS[name])
-        checks.append({"step": step, "accuracy": acc})
-        return lo <= acc <= hi
+        figures = testbed_figures(model, tok, CHECKS[name])
+        checks.append({"step": step, **figures})
+        return recipe.in_band(figures)
 
     with tempfile.TemporaryDirectory(prefix="cooper-testbed-") as tmp:
-        tiny = build_tiny_models(Path(tmp) / "random", hidden_size=64, layers=2, heads=4)
-        policy = warm_start(tiny.policy, Path(out) / "policy", steps=steps, lr=3e-3,
-                            dataset=dataset, seed=seed, stop=in_band, check_every=50)
-    record = {"name": name, "dataset": dataset, "max_steps": steps, "lr": 3e-3, "seed": seed,
-              "band": list(TESTBED_BAND), "check": CHECKS[name], "checks": checks,
-              "stopped_at": checks[-1] if checks and lo <= checks[-1]["accuracy"] <= hi else None,
+        start = (shipped_policy(recipe.start) if recipe.start else
+                 build_tiny_models(Path(tmp) / "random", hidden_size=64, layers=2, heads=4).policy)
+        policy = warm_start(start, Path(out) / "policy", steps=recipe.max_steps, lr=recipe.lr,
+                            dataset=recipe.dataset, seed=seed, stop=in_band,
+                            check_every=recipe.check_every,
+                            comparison_share=recipe.comparison_share)
+    band = [list(b) for b in recipe.bands]
+    record = {"name": name, "dataset": recipe.dataset, "max_steps": recipe.max_steps,
+              "lr": recipe.lr, "seed": seed, "start": recipe.start,
+              "comparison_share": recipe.comparison_share,
+              "band": band[0][1:] if len(band) == 1 else band, "check": CHECKS[name],
+              "checks": checks,
+              "stopped_at": checks[-1] if checks and recipe.in_band(checks[-1]) else None,
               "policy": policy.name}
     write_json(Path(out) / "build.json", record)
     return record
@@ -293,8 +380,8 @@ def build_tests_policy(out: str | os.PathLike, *, seed: int = 0) -> Path:
     against too (``tests/test_train_endpoint.py``)."""
     import tempfile
 
-    dataset, steps = WARM_STARTS[TINY_ARITH]
+    recipe = WARM_STARTS[TINY_ARITH]
     with tempfile.TemporaryDirectory(prefix="cooper-tests-policy-") as tmp:
         tiny = build_tiny_models(Path(tmp) / "random", hidden_size=64, layers=2, heads=4)
-        return warm_start(tiny.policy, Path(out) / "policy", steps=steps, lr=3e-3,
-                          dataset=dataset, seed=seed)
+        return warm_start(tiny.policy, Path(out) / "policy", steps=recipe.max_steps,
+                          lr=recipe.lr, dataset=recipe.dataset, seed=seed)
