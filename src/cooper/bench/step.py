@@ -41,10 +41,10 @@ from pathlib import Path
 from typing import Any
 
 STAGES = ("generation", "logprobs", "verify", "rm_score", "policy_update", "negatives",
-          "rm_update")
+          "rm_update", "judge")
 # a step in two: what the policy costs and what the reward model costs (waits, as timed)
 POLICY_SIDE = ("generation", "logprobs", "policy_update")
-RM_SIDE = ("rm_score", "negatives", "rm_update")
+RM_SIDE = ("rm_score", "negatives", "rm_update", "judge")  # the judge labels beyond the rule
 # what a Cooper step does beyond each baseline (the waits, so work hidden in the background
 # does not count)
 EXTRA_STAGES = {"rule": ("rm_score", "negatives", "rm_update"), "rm": ("negatives", "rm_update")}
