@@ -6,8 +6,11 @@ stopping early so that it is right on some problems and wrong on others. Such a 
 something to learn in seconds on a CPU: the tests use it, and so does the reward-hacking
 experiment (``setup.policy=tiny-arith``), where the verifier's exactness makes "hacked"
 unambiguous. The testbed's policy (``tiny-arith-2x1``) ships with the package
-(:func:`shipped_policy`), and so does the blind-rule testbed's (``tiny-arith-2x1-words``,
-warm-started on ``arith_2x1_words`` and stopped by the gold judge's score); :func:`tiny_arith_models` puts a policy and a random reward model
+(:func:`shipped_policy`), and so do the blind-rule testbed's: ``tiny-arith-2x1-words``
+(warm-started on ``arith_2x1_words`` and stopped by the gold judge's score; its first round)
+and ``tiny-arith-2x1-compare`` (that one warm-started further on ``arith_2x1_compare`` until the
+comparisons the rule never pays are right about 60% of the time; its second round).
+:func:`tiny_arith_models` puts a policy and a random reward model
 sharing its tokenizer into the model cache. :func:`build_tiny_models` writes the tiny random
 causal LM and sequence classifier (a character-level tokenizer, from a config, no download) of
 the unit and smoke tests and of these builds; the classifier's folder carries a minimal
@@ -238,8 +241,8 @@ CHECKS = {TINY_ARITH_2X1: TESTBED_CHECK,
           TINY_ARITH_COMPARE: {**TESTBED_CHECK, "dataset": "arith_2x1_compare", "limit": 300,
                                "max_new_tokens": 64, "verify_mode": "gold"}}
 """each shipped testbed policy's check: the words policy is scored by the gold judge, as
-``blind_cpu``'s setup scores it (answers in words are longer: 64 tokens); the compare policy on
-300 problems (200 sums, 100 comparisons), each family's accuracy apart"""
+``blind_cpu``'s first round scored it (answers in words are longer: 64 tokens); the compare
+policy on 300 problems (200 sums, 100 comparisons), each family's accuracy apart"""
 
 
 def is_comparison(problem) -> bool:
