@@ -90,6 +90,29 @@ def _decoder_layers(model: PreTrainedModel) -> torch.nn.ModuleList:
                     "train all layers instead (leave train_layers unset)")
 
 
+def train_top_layers(model: PreTrainedModel, k: int | None) -> int:
+    """Leave only the top ``k`` decoder layers of ``model`` trainable, and what sits above them
+    (final norm, score or LM head), the embeddings frozen; None: every weight trainable.
+    Returns the number of trainable parameters (:meth:`RewardModel.train_top_layers`; the
+    demo's warm start of a policy too). A head tied to the embeddings stays frozen with them."""
+    import torch
+
+    if k is None:
+        for p in model.parameters():
+            p.requires_grad_(True)
+    else:
+        layers = _decoder_layers(model)
+        if not 1 <= k <= len(layers):
+            raise UserError(f"train_layers must be between 1 and {len(layers)}, got {k}")
+        frozen = {id(p) for layer in layers[:len(layers) - k] for p in layer.parameters()}
+        for m in model.modules():
+            if isinstance(m, torch.nn.Embedding):  # token (and learned position) tables
+                frozen |= {id(p) for p in m.parameters()}
+        for p in model.parameters():
+            p.requires_grad_(id(p) not in frozen)
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
 # inputs the first shared-prefix batch is also run in full for (RewardModel.logits_of_ids)
 CHECK_INPUTS = 8
 
@@ -384,22 +407,7 @@ class RewardModel:
         what makes training the embedded model on a CPU take minutes instead of an hour (ours;
         the paper trains every layer). Returns the number of trainable parameters.
         """
-        import torch
-
-        if k is None:
-            for p in self.model.parameters():
-                p.requires_grad_(True)
-        else:
-            layers = _decoder_layers(self.model)
-            if not 1 <= k <= len(layers):
-                raise UserError(f"train_layers must be between 1 and {len(layers)}, got {k}")
-            frozen = {id(p) for layer in layers[:len(layers) - k] for p in layer.parameters()}
-            for m in self.model.modules():
-                if isinstance(m, torch.nn.Embedding):  # token (and learned position) tables
-                    frozen |= {id(p) for p in m.parameters()}
-            for p in self.model.parameters():
-                p.requires_grad_(id(p) not in frozen)
-        return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+        return train_top_layers(self.model, k)
 
     def save(self, out_dir: str | os.PathLike, *, extra: dict[str, Any] | None = None) -> Path:
         """Write safetensors weights, the tokenizer and :data:`SPEC_FILE` to ``out_dir``."""
