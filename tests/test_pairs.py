@@ -72,6 +72,14 @@ def test_rollout_stats_hand_computed():
     # rm>0.5 vs verifier: T/T agree, T/F disagree, F/F agree, F/T disagree -> 2/4
     assert s.agreement == 0.5
     assert (s.problems_with_positive, s.problems, s.nonfinite_scores) == (2, 2, 0)
+    assert s.rm_wrong_mean == pytest.approx((0.8 + 0.2) / 2)  # what the wrong ones were paid
+
+
+def test_the_score_of_wrong_rollouts_leaves_nonfinite_scores_and_right_rollouts_out():
+    rs = [R("a", "1", True, 0.9), R("a", "2", False, math.nan), R("a", "3", False, 0.3)]
+    assert rollout_stats(rs).rm_wrong_mean == 0.3
+    assert rollout_stats([R("a", "1", True, 0.9)]).rm_wrong_mean is None  # none wrong
+    assert rollout_stats([R("a", "1", False)]).rm_wrong_mean is None  # no reward model scored
 
 
 def test_rollout_stats_ignore_nonfinite_scores_and_count_them():

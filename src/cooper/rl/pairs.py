@@ -130,6 +130,7 @@ class RolloutStats:
     nonfinite_scores: int  # reward-model scores that were NaN or infinite
     verifier_timeouts: int = 0  # this process's rollouts whose check timed out (counted wrong)
     hybrid_mean: float | None = None  # mean of 1 where verified, else the finite score
+    rm_wrong_mean: float | None = None  # mean probability over the finite-scored wrong rollouts
     blind_spot: BlindSpotStats | None = None  # what the rule missed (gold judge only)
     judge: JudgeRound | None = None  # the judge asked about the rule's rejections (pays)
 
@@ -157,4 +158,9 @@ def rollout_stats(rollouts: Sequence[Rollout]) -> RolloutStats:
         problems=len(groups),
         nonfinite_scores=sum(r.rm_score is not None and not math.isfinite(r.rm_score)
                              for r in rollouts),
-        hybrid_mean=sum(hybrid) / len(hybrid) if scored and hybrid else None)
+        hybrid_mean=sum(hybrid) / len(hybrid) if scored and hybrid else None,
+        rm_wrong_mean=_mean([r.rm_score for r in scored if not r.correct]))
+
+
+def _mean(v: list[float]) -> float | None:
+    return sum(v) / len(v) if v else None

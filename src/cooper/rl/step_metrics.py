@@ -21,6 +21,8 @@ def rollout_metrics(stats: RolloutStats, seconds: dict[str, float],
     if stats.rm_mean is not None:
         m.update({"reward/rm_mean": stats.rm_mean, "hacking/gap": stats.gap,
                   "rm/agreement": stats.agreement})
+    if stats.rm_wrong_mean is not None:
+        m["rm/score_wrong"] = stats.rm_wrong_mean
     if stats.top_wrong is not None:
         m["hacking/top_wrong"] = stats.top_wrong
     if stats.group_auroc is not None:
