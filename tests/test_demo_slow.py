@@ -17,7 +17,8 @@ def test_demo_runs_every_stage_and_writes_its_artefacts(tmp_path):
     proc = run_cli("demo", "--out", out, "--steps", "1", "--rm-triples", "32", timeout=1800)
     summary = json.loads((out / "summary.json").read_text())
     names = [s["name"] for s in summary["stages"]]
-    assert names == ["prepare model", "labelled set", "train VerifyRM", "robustness suite",
+    assert names == ["prepare model", "warm-start policy", "labelled set", "train VerifyRM",
+                     "robustness suite",
                      "real completions", "Cooper RL", "Cooper report",
                      "after Cooper: robustness suite", "after Cooper: real completions",
                      "hacking picture"]
@@ -47,7 +48,18 @@ def test_demo_runs_every_stage_and_writes_its_artefacts(tmp_path):
     assert run["pairs"] == (run["negatives_rollout"] + run["negatives_assistant"]
                             + run["negatives_fallback"])
     assert run["negatives_assistant"] == 0  # the demo's default: the policy's own rollouts
-    assert run["rm_updates"] in (0, 1) and run["agreement_first"] is not None
+    # the premise of the Cooper stage: the warm-started policy is right on some rollouts and
+    # wrong on others, so a group holds a verified positive and a wrong rollout to pair it with
+    (step,) = figures["cooper_steps"]
+    assert run["steps_with_pairs"] == 1 and run["rm_updates"] == 1, (
+        f"Cooper's step made no pair (rollouts right: {step['right']}; pairs: {step['pairs']}): "
+        "the warm start no longer leaves the policy right on some rollouts and wrong on others "
+        "(DemoSettings.warm_steps, warm_lr), so Cooper's update would idle on most steps")
+    assert 0 < step["right"] < 1 and run["agreement_first"] is not None
+    assert summary["settings"]["warm_steps"] > 0
+    # the Cooper run starts from the warm-started policy, written beside the other artefacts
+    assert (out / "policy_warm_start" / "config.json").is_file()
+    assert str(out / "policy_warm_start") in (out / "cooper" / "config.yaml").read_text()
     assert Path(figures["cooper_report"]).is_file()
     rows = [json.loads(x) for x in (out / "cooper" / "metrics.jsonl").read_text().splitlines()]
     assert not any("val/accuracy" in r for r in rows)  # no held-out validation (demo.py: why)

@@ -103,3 +103,63 @@ def test_the_demo_precision_auto_follows_the_cpu_and_names_are_kept(monkeypatch)
     assert demo.compute_dtype("bfloat16") == "bfloat16"  # a name is taken as asked
     with pytest.raises(UserError, match="dtype must be one of auto, float32, bfloat16"):
         DemoSettings(dtype="float16")
+
+
+def test_cooper_works_only_with_pairs_and_an_update_on_five_steps_of_six():
+    from cooper.experiment.demo import steps_needed
+
+    assert [steps_needed(n) for n in (1, 2, 3, 6, 12)] == [1, 2, 3, 5, 10]
+    _, cooper, _ = verdicts(_figures(with_pairs=5, updates=5))
+    assert cooper.startswith("Cooper: working") and "(bar: both on 5 of 6)" in cooper
+    _, cooper, _ = verdicts(_figures(with_pairs=4, updates=4))  # "half the steps" no longer passes
+    assert cooper.startswith("Cooper: NOT working")
+    _, cooper, _ = verdicts(_figures(with_pairs=6, updates=4))  # pairs, but updates skipped
+    assert cooper.startswith("Cooper: NOT working")
+
+
+def _step(step, right, pairs, acc, loss, agreement=0.8, wrong=None):
+    return {"step": step, "right": right, "pairs": pairs, "updated": 1.0 if pairs else 0.0,
+            "pair_acc_before": acc, "rm_loss": loss, "score_wrong": wrong,
+            "agreement": agreement}
+
+
+def test_the_reward_model_on_the_policys_new_pairs_is_pooled_by_half_and_has_no_bar():
+    from cooper.experiment.demo import on_new_pairs
+
+    steps = [_step(1, 0.4, 4, 0.5, 0.8), _step(2, 0.3, 0, None, None),
+             _step(3, 0.5, 6, 1.0, 0.2), _step(4, 0.4, 5, 0.8, 0.5), _step(5, 0.4, 5, 1.0, 0.1),
+             _step(6, 0.3, 0, None, None)]
+    line = on_new_pairs(steps)
+    # steps 1-3: (4 * 0.5 + 6 * 1.0) / 10 = 80%, loss (4 * 0.8 + 6 * 0.2) / 10 = 0.44
+    assert "ranked 80% of 10 pairs right in steps 1-3 and 90% of 10 in steps 4-6" in line
+    assert line.endswith("pairwise loss 0.44 -> 0.30") and "(no bar)" in line
+    assert "NOT" not in line
+    # with the score of the wrong rollouts: the mean over each half's steps that logged it
+    wrong = (0.4, 0.2, None, 0.1, 0.2, 0.3)
+    paid = [{**st, "score_wrong": w} for st, w in zip(steps, wrong, strict=True)]
+    assert on_new_pairs(paid).endswith("it paid the wrong rollouts 0.30 -> 0.20 on average")
+    lines = verdicts({**_figures(), "cooper_steps": steps})
+    assert lines[3] == line
+    # a half without pairs says nothing rather than a figure of nothing
+    assert on_new_pairs([_step(1, 0.0, 0, None, None), _step(2, 0.4, 4, 1.0, 0.1)]) is None
+    assert on_new_pairs([_step(1, 0.4, 4, 1.0, 0.1)]) is None
+
+
+def test_the_step_table_has_a_column_a_step_and_fits_the_summary():
+    from cooper.experiment.demo import SUMMARY_WIDTH, cooper_steps, steps_table
+
+    rows = [{"step": 0, "val/accuracy": 0.1},  # validation before training: not a step
+            {"step": 1, "reward/rule_mean": 0.375, "rm/pairs": 4, "rm/updated": 1,
+             "rm/pair_acc_before": 0.75, "rm/loss": 0.5, "rm/agreement": 0.8125},
+            {"step": 2, "reward/rule_mean": 0.0, "rm/pairs": 0, "rm/updated": 0,
+             "rm/agreement": 1.0}]
+    steps = cooper_steps(rows)
+    assert [st["step"] for st in steps] == [1, 2] and steps[1]["pair_acc_before"] is None
+    table = steps_table(steps).splitlines()
+    assert table[0].split() == ["Cooper", "step", "1", "2"]
+    assert table[1].split()[-2:] == ["0.38", "0.00"] and table[2].split()[-2:] == ["4", "0"]
+    assert table[3].split()[-2:] == ["yes", "no"] and table[4].split()[-2:] == ["0.75", "-"]
+    assert table[6].split()[-2:] == ["-", "-"]  # no rm/score_wrong logged
+    many = steps_table([{**steps[0], "step": i} for i in range(1, 26)])
+    assert max(len(x) for x in many.splitlines()) <= SUMMARY_WIDTH
+    assert many.count("Cooper step") == 3  # 10 steps a block

@@ -55,6 +55,23 @@ class DemoSettings:
     suite_problems: int = 40
     """test problems of the robustness suite run on the reward model before RL: every kind of
     attack gets one item per problem, so a 5% bar for a kind means at most 2 of 40"""
+    warm_steps: int = 12
+    """steps of the policy's warm start on the task's worked solutions (``4 + 7 = 11. The answer
+    is \\boxed{11}.``) before Cooper: the embedded model as it ships is right on 2-6% of the
+    stage's rollouts, too seldom for a group to hold a verified-correct one; a short warm start
+    leaves it right often, not always, so that most groups hold a right and a wrong rollout.
+    0: the embedded model as it ships"""
+    warm_batch: int = 16
+    """worked solutions per warm-start step"""
+    warm_lr: float = 1e-4
+    """warm-start learning rate (AdamW, constant)"""
+    warm_layers: int = 4
+    """top decoder layers of the policy the warm start trains (of 30)"""
+    rollout_tokens: int = 48
+    """tokens a rollout of the warm-started policy may take in the Cooper stage (its answers take
+    about 20; a rollout still going at 48 rambles and is wrong): every step generates until its
+    longest rollout stops, so the cap sets the step's time. The embedded model as it ships
+    (``warm_steps`` 0) keeps the preset's 128"""
     steps: int = 6
     """Cooper steps"""
     negatives: str = "rollouts"
@@ -64,9 +81,13 @@ class DemoSettings:
     """seed of the data, the reward-model training, sampling and RL"""
 
     def __post_init__(self):
-        for name in ("rm_triples", "rm_epochs", "suite_problems", "steps"):
+        for name in ("rm_triples", "rm_epochs", "suite_problems", "steps", "warm_batch",
+                     "warm_layers", "rollout_tokens"):
             if getattr(self, name) < 1:
                 raise UserError(f"demo {name} must be >= 1, got {getattr(self, name)}")
+        if self.warm_steps < 0:
+            raise UserError(f"demo warm_steps must be >= 0 (0: no warm start), got "
+                            f"{self.warm_steps}")
         if self.rm_trunk is not None and self.rm_trunk < 1:
             raise UserError(f"demo rm_trunk must be >= 1 (the embedded model's first K layers) "
                             f"or None (the whole model), got {self.rm_trunk}")

@@ -3,49 +3,56 @@
 Stages, each with its own progress bar, every artefact in one folder:
 
 1. prepare the embedded SmolLM2-135M-Instruct (once; a no-op afterwards);
-2. build the reward model's labelled set with the project's recipe (``cooper data build``'s
+2. warm-start the Cooper stage's policy: a dozen supervised steps of the embedded model's top
+   layers on the task's one-line worked solutions (:func:`cooper.experiment.testbed.warm_start`),
+   stopped early so that it is right on some of its rollouts and wrong on others. As it ships,
+   the embedded model is right on 2-6% of the stage's rollouts (it rambles), so most groups
+   held no verified-correct rollout and Cooper's update idled on most steps;
+3. build the reward model's labelled set with the project's recipe (``cooper data build``'s
    default mix: gold solutions in several forms against changed answers, cut-off and degenerate
    text, another problem's solution, ..., and the embedded model's own completions sorted by
    the verifier). The completions are the ones that ship with the package
    (:mod:`cooper.data.embedded_samples`): sampling them takes more than half an hour on a
    laptop, and without them the reward model does not recognise the policy's real answers;
-3. train a small VerifyRM on it (binary cross-entropy): the embedded model's first 24 layers of
-   30, the top 4 of them trained for 4 epochs, in bfloat16 where the CPU computes it in
-   hardware (``--dtype``), to stay quick (the recipe's whole model in float32 needs about 8
-   minutes for the same rows; docs/reward_model.md compares them);
-4. check it before any policy is paid by it, with the recipe's bars: the shipped robustness
+4. train a small VerifyRM on it (binary cross-entropy): the embedded model's first 24 layers of
+   30, the top 4 of them trained, in bfloat16 where the CPU computes it in hardware
+   (``--dtype``), to stay quick (docs/reward_model.md compares the choices);
+5. check it before any policy is paid by it, with the recipe's bars: the shipped robustness
    suite (``cooper rm eval --suite robustness``: at least 40 test problems, so every kind of
    attack has 40 items and a 5% bar means at most two of them), and its accuracy on held-out
    real completions of the embedded model (the shipped test-split ones, labelled by the
    verifier, label-balanced as ``cooper rm eval --balance 0`` does);
-5. run a few Cooper steps (preset ``demo_cpu``: GRPO, reward from the VerifyRM, the VerifyRM
-   updated every step on verified positives and, by default, the same prompts' wrong
-   rollouts), without held-out validation (a few steps cannot move accuracy);
-6. write the run's report (``cooper report``: its totals in plain language and its curves,
+6. run a few Cooper steps from the warm-started policy (preset ``demo_cpu``: GRPO, reward from
+   the VerifyRM, the VerifyRM updated every step on verified positives and, by default, the
+   same prompts' wrong rollouts), without held-out validation (a few steps cannot move
+   accuracy);
+7. write the run's report (``cooper report``: its totals in plain language and its curves,
    :mod:`cooper.report.run_report`);
-7. check the reward model that Cooper updated the same way as in stage 4, so that what the
+8. check the reward model that Cooper updated the same way as in stage 5, so that what the
    online updates did to it shows before -> after (a result, with no bar on it);
-8. the hacking picture: a hook pointing at the experiment (``make experiment``), which takes
-   half an hour a seed;
-9. print a summary table of at most 100 columns (figures only; each stage's sentence and where
-   every artefact was written follow it; all of it in ``summary.json``), and the
-   verdicts: is the reward model trusted (suite false-positive rates and real-completion
-   accuracy), did Cooper make pairs and
-   update the reward model on most steps, did the reward model agree with the verifier on the
-   policy's own rollouts, and the reward model before -> after Cooper. The Cooper run is summed
-   up over all its steps (:func:`cooper.report.run_totals.run_totals`), not by its last step
-   alone.
+9. the hacking picture: a hook pointing at the experiment (``make experiment``);
+10. print a summary table of at most 100 columns (figures only), the Cooper stage step by step
+   (the rollouts' accuracy, pairs, update, and the reward model on each step's new pairs
+   before its update), each stage's sentence and where every artefact was written (all of it
+   in ``summary.json``), and the verdicts: is the reward model trusted (suite false-positive
+   rates and real-completion accuracy), did Cooper make pairs and update the reward model on
+   5 of every 6 steps, did the reward model agree with the verifier on the policy's own
+   rollouts, what it made of the policy's new rollouts step after step (no bar), and the
+   reward model before -> after Cooper. The Cooper run is summed up over all its steps
+   (:func:`cooper.report.run_totals.run_totals`), not by its last step alone.
 
-The task is single-digit addition (``arith_small``): the embedded 135M model is right about
-12% of the time there with a boxed answer, and almost never on GSM8K or SVAMP, so this is where
-Cooper gets verified positives to learn from. A few steps of RL at the preset's rate do not move
-accuracy, so the demo does not claim they do: it shows the method's signals (pairs, updates,
+The task is single-digit addition (``arith_small``): the one bundled task where the embedded
+135M model is sometimes right with a boxed answer (on GSM8K or SVAMP almost never), so the
+reward model's shipped real completions and the warm start's worked solutions exist for it. A
+few steps of RL at the preset's rate do not move accuracy, so the demo does not claim they do:
+it shows the method's signals (pairs, updates, the reward model on the policy's own text,
 agreement with the verifier), and the hacking experiment is where accuracy is measured.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -68,7 +75,7 @@ from cooper.infra.files import write_json
 from cooper.infra.models import DEFAULT_MODEL, embedded_trunk
 from cooper.labelling.label import read_rows, sampled_completions, verifier_vote
 from cooper.report.run_report import METRICS_FILE, build_run_report
-from cooper.report.run_totals import headline, read_metrics, run_totals
+from cooper.report.run_totals import headline, read_metrics, run_totals, training_rows
 from cooper.rl.runner import run
 from cooper.rm.metrics import balanced_indices, binary_metrics
 from cooper.rm.model import RewardModel
@@ -96,9 +103,14 @@ class DemoSummary:
     def add_cooper_run(self, run_dir: Path, mode: str, seconds: float) -> None:
         """The Cooper stage summed up over all its steps (figure ``cooper_run``), and its
         report written (stage ``Cooper report``, figure ``cooper_report``)."""
-        totals = run_totals(read_metrics(run_dir / METRICS_FILE), mode)
+        rows = read_metrics(run_dir / METRICS_FILE)
+        totals = run_totals(rows, mode)
         self.figures["cooper_run"] = asdict(totals)
+        self.figures["cooper_steps"] = cooper_steps(rows)
         short = f"{totals.steps} steps"
+        right = [st["right"] for st in self.figures["cooper_steps"] if st["right"] is not None]
+        if right:
+            short += f", rollouts {sum(right) / len(right):.0%} right"
         if totals.pairs is not None:
             short += (f", {totals.pairs} pairs, RM updated on {totals.rm_updates or 0} of "
                       f"{totals.steps}")
@@ -132,6 +144,8 @@ class DemoSummary:
         import textwrap
 
         out = [self.table(), ""]
+        if self.figures.get("cooper_steps"):
+            out += [steps_table(self.figures["cooper_steps"]), ""]
         for st in self.stages:
             if st.detail:
                 out += textwrap.wrap(f"{st.name}: {st.detail}", SUMMARY_WIDTH,
@@ -144,6 +158,56 @@ class DemoSummary:
 
 SUMMARY_WIDTH = 100  # columns of the summary the demo prints last
 
+# one row a Cooper step: (label, metric of metrics.jsonl, how it is printed)
+STEP_ROWS = (("rollouts right (verifier)", "reward/rule_mean", "{:.2f}"),
+             ("pairs", "rm/pairs", "{:.0f}"),
+             ("reward model updated", "rm/updated", "yes|no"),
+             ("pairs ranked right, before", "rm/pair_acc_before", "{:.2f}"),
+             ("pairwise loss, before", "rm/loss", "{:.2f}"),
+             ("score of wrong rollouts", "rm/score_wrong", "{:.2f}"),
+             ("agreement with verifier", "rm/agreement", "{:.2f}"))
+STEP_KEYS = {"reward/rule_mean": "right", "rm/pairs": "pairs", "rm/updated": "updated",
+             "rm/pair_acc_before": "pair_acc_before", "rm/loss": "rm_loss",
+             "rm/score_wrong": "score_wrong", "rm/agreement": "agreement"}
+
+
+def cooper_steps(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The Cooper stage step by step, from its ``metrics.jsonl`` records: what the verifier
+    found in the step's rollouts, the pairs and the update, and the reward model on the step's
+    new pairs before its update (None where the step did not log it: no pair, no loss)."""
+    out = []
+    for r in training_rows(rows):
+        step: dict[str, Any] = {"step": int(r["step"])}
+        for key, name in STEP_KEYS.items():
+            v = r.get(key)
+            step[name] = float(v) if isinstance(v, int | float) and math.isfinite(v) else None
+        out.append(step)
+    return out
+
+
+def steps_table(steps: list[dict[str, Any]], per_block: int = 10) -> str:
+    """:func:`cooper_steps` as a table of one column a step (blocks of ``per_block`` steps, so
+    that it fits :data:`SUMMARY_WIDTH` columns); '-' where a step has no figure."""
+    label_width = max(len(label) for label, _, _ in STEP_ROWS) + 2
+    blocks = []
+    for k in range(0, len(steps), per_block):
+        chunk = steps[k:k + per_block]
+        lines = [("Cooper step".ljust(label_width)
+                  + "".join(f"{st['step']:>7}" for st in chunk)).rstrip()]
+        for label, key, fmt in STEP_ROWS:
+            cells = []
+            for st in chunk:
+                v = st[STEP_KEYS[key]]
+                if v is None:
+                    cells.append("-")
+                elif fmt == "yes|no":
+                    cells.append("yes" if v == 1 else "no")
+                else:
+                    cells.append(fmt.format(v))
+            lines.append(label.ljust(label_width) + "".join(f"{c:>7}" for c in cells))
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
 
 def verdict_lines(verdict: str) -> str:
     """A verdict wrapped to :data:`SUMMARY_WIDTH` columns, every word whole: "held-out" is not
@@ -152,12 +216,13 @@ def verdict_lines(verdict: str) -> str:
 
     return textwrap.fill(verdict, SUMMARY_WIDTH, subsequent_indent="  ", break_long_words=False,
                          break_on_hyphens=False)
-STAGES = 9
+STAGES = 10
 # the recipe's bars (docs/reward_model.md): false-positive rates a reward model must stay under,
 # overall and for every kind of attack, and its accuracy on label-balanced real completions
 SUITE_BAR, SUITE_KIND_BAR, REAL_BAR = 0.02, 0.05, 0.85
 REAL_BALANCE_SEED = 0  # the recipe's subset (`cooper rm eval --balance 0`): one for every seed
 AGREEMENT_BAR = 0.7  # agreement with the verifier on the first step's rollouts
+COOPER_STEPS_BAR = (5, 6)  # Cooper's verdict: pairs and an update on 5 of every 6 steps
 
 
 def _header(i: int, text: str) -> None:
@@ -181,7 +246,14 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
     model_dir = embedded.prepare()
     stage("prepare model", t0, DEFAULT_MODEL, model_dir)
 
-    _header(2, "build a labelled set for the reward model (cooper data build)")
+    _header(2, "warm-start the policy on the task's worked solutions")
+    t0 = time.perf_counter()
+    policy_dir, said = _warm_start(model_dir, out / "policy_warm_start", s)
+    stage("warm-start policy", t0, said, policy_dir if policy_dir != model_dir else "",
+          WARM_START_DETAIL if policy_dir != model_dir else said)
+    release_freed_memory()
+
+    _header(3, "build a labelled set for the reward model (cooper data build)")
     t0 = time.perf_counter()
     data_file = out / "rm_data.jsonl"
     kinds, sampled = _write_mix(data_file, s)
@@ -189,7 +261,7 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
           data_file, f"{s.rm_triples} rows, {kinds} kinds of correct and wrong, {sampled} of "
           "them the embedded model's own completions sorted by the verifier")
 
-    _header(3, "train a small VerifyRM")
+    _header(4, "train a small VerifyRM")
     t0 = time.perf_counter()
     rm_dir = out / "reward_model"
     dtype = compute_dtype(s.dtype)
@@ -201,41 +273,42 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
                                                  else "all layers")
     stage("train VerifyRM", t0, f"{s.rm_epochs} epochs, {layers}, {dtype}", rm_dir)
 
-    _header(4, "check the VerifyRM: the robustness suite (cooper rm eval --suite) and held-out "
+    _header(5, "check the VerifyRM: the robustness suite (cooper rm eval --suite) and held-out "
                "real completions")
     summary.figures.update(_check(rm, s, out, "", stage))
     del rm
     release_freed_memory()  # or the reward model's training peak stays resident under RL's
 
-    _header(5, f"Cooper RL: {s.steps} steps of GRPO with an online-updated VerifyRM")
+    _header(6, f"Cooper RL: {s.steps} steps of GRPO with an online-updated VerifyRM")
     t0 = time.perf_counter()
     # no held-out validation: a few steps cannot move accuracy and the demo claims nothing
     # about it (`make experiment` measures it), while answering the held-out split before the
     # first step and after the last took 50-60 s each on a 2-core machine
-    cfg = load_config("demo_cpu", [f"reward.model={rm_dir}", f"output_dir={out / 'cooper'}",
+    warm = [f"rollout.max_completion_length={s.rollout_tokens}"] if policy_dir != model_dir else []
+    cfg = load_config("demo_cpu", [*warm, f"reward.model={rm_dir}", f"output_dir={out / 'cooper'}",
                                    f"max_steps={s.steps}", f"seed={s.seed}",
                                    f"data.dataset={s.dataset}", "validation.enabled=false",
                                    f"rm_update.negatives={s.negatives}",
-                                   f"policy.dtype={dtype}",
+                                   f"policy.model={policy_dir}", f"policy.dtype={dtype}",
                                    # the update trains the layers the reward model was trained on
                                    f"rm_update.train_layers={s.rm_train_layers}"])
     result = run(cfg, resume=False)
     release_freed_memory()
-    _header(6, "report of the Cooper run (cooper report)")
+    _header(7, "report of the Cooper run (cooper report)")
     summary.add_cooper_run(result.output_dir, cfg.reward.mode, time.perf_counter() - t0)
 
-    _header(7, "what Cooper did to the VerifyRM: the same checks on the updated reward model")
+    _header(8, "what Cooper did to the VerifyRM: the same checks on the updated reward model")
     updated = RewardModel.load(result.output_dir / "reward_model", max_length=s.rm_max_length,
                                dtype=dtype)
     summary.figures["after_cooper"] = _check(updated, s, out, "after Cooper: ", stage,
                                              suffix="_after_cooper")
     del updated
 
-    _header(8, "the hacking picture")
+    _header(9, "the hacking picture")
     print(HACKING_HOOK, flush=True)
     summary.stages.append(Stage("hacking picture", 0.0, "not in the demo (see below)"))
 
-    _header(9, "summary")
+    _header(10, "summary")
     summary.figures["verdicts"] = verdicts(summary.figures)
     summary.write(out / "summary.json")
     return summary
@@ -273,13 +346,13 @@ def _check(rm: RewardModel, s: DemoSettings, out: Path, label: str, stage,
     return figures
 
 
-HACKING_HOOK = ("The demo does not run the reward-hacking experiment: one seed of it takes about "
-                "half an hour on a 2-core CPU (`make experiment`, or `cooper experiment hacking "
-                "--preset hacking_cpu --out runs/hacking --seeds 0,1,2,3,4 --jobs 2` for five). "
-                "Its result over five seeds (docs/experiment.md, Current result): the frozen "
-                "reward model's policy was hacked in 4 and the paper's Cooper in 3, while Cooper "
-                "with the policy's own wrong rollouts as negatives was never hacked and ended "
-                "2.4 points below the verifier-paid policy on average.")
+# no figure of the experiment here: quoted, they went stale when its result changed
+HACKING_HOOK = ("The demo does not run the reward-hacking experiment, where accuracy is measured: "
+                "one seed of it takes 20-30 minutes on a 2-core CPU (`make experiment`, or "
+                "`cooper experiment hacking --preset hacking_cpu --out runs/hacking --seeds "
+                "0,1,2,3,4 --jobs 2` for five). Which of its arms were hacked in how many seeds, "
+                "and where Cooper ended against the verifier-paid policy: docs/experiment.md, "
+                "'Current result'.")
 
 
 def verdicts(figures: dict[str, Any]) -> list[str]:
@@ -303,20 +376,70 @@ def verdicts(figures: dict[str, Any]) -> list[str]:
     run = figures.get("cooper_run") or {}
     if run.get("pairs") is not None:
         steps, with_pairs, updates = run["steps"], run["steps_with_pairs"], run["rm_updates"] or 0
-        ok = with_pairs * 2 >= steps and updates > 0
+        need = steps_needed(steps)
+        ok = with_pairs >= need and updates >= need
         lines.append(f"Cooper: {'working' if ok else 'NOT working'}: pairs on {with_pairs} of "
                      f"{steps} steps ({run['pairs']} in all), reward model updated on {updates} "
-                     f"of {steps} steps")
+                     f"of {steps} steps (bar: both on {need} of {steps})")
     first, last = run.get("agreement_first"), run.get("agreement_last")
     if first is not None:
         ok = first >= AGREEMENT_BAR
         lines.append(f"reward model on the policy's own rollouts: "
                      f"{'agrees' if ok else 'does NOT agree'} with the verifier: {first:.2f} of "
                      f"the first step's rollouts (bar {AGREEMENT_BAR}), {last:.2f} of the last")
+    moved = on_new_pairs(figures.get("cooper_steps") or [])
+    if moved:
+        lines.append(moved)
     after = figures.get("after_cooper")
     if after and rate is not None:
         lines.append(before_after(figures, after, run.get("rm_updates")))
     return lines
+
+
+def steps_needed(steps: int) -> int:
+    """Steps of a Cooper run that must make pairs and update the reward model for its verdict
+    to say working: 5 of 6 (:data:`COOPER_STEPS_BAR`), rounded up."""
+    num, den = COOPER_STEPS_BAR
+    return -(-steps * num // den)
+
+
+def on_new_pairs(steps: list[dict[str, Any]]) -> str | None:
+    """What the reward model made of the policy's own text, a result with no bar: each step's
+    pairs are new rollouts, scored before that step's update, so the first half of the steps
+    shows the model as trained and the second half after the first half's updates. Pair
+    accuracy and loss are pooled over each half's pairs. None without two halves with pairs."""
+    half = len(steps) // 2
+
+    def wrong(part: list[dict[str, Any]]) -> float | None:
+        v = [st["score_wrong"] for st in part if st.get("score_wrong") is not None]
+        return sum(v) / len(v) if v else None
+
+    def pooled(part: list[dict[str, Any]]) -> tuple[int, float, float] | None:
+        done = [st for st in part if st["pairs"] and st["pair_acc_before"] is not None
+                and st["rm_loss"] is not None]
+        n = sum(st["pairs"] for st in done)
+        if not n:
+            return None
+        return (int(n), sum(st["pair_acc_before"] * st["pairs"] for st in done) / n,
+                sum(st["rm_loss"] * st["pairs"] for st in done) / n)
+
+    if half < 1:
+        return None
+    first, second = pooled(steps[:half]), pooled(steps[half:])
+    if first is None or second is None:
+        return None
+    def named(part: list[dict[str, Any]]) -> str:
+        a, b = part[0]["step"], part[-1]["step"]
+        return f"step {a}" if a == b else f"steps {a}-{b}"
+
+    text = (f"reward model on the policy's new rollouts, each step's scored before that step's "
+            f"update (no bar): it ranked {first[1]:.0%} of {first[0]} pairs right in "
+            f"{named(steps[:half])} and {second[1]:.0%} of {second[0]} in "
+            f"{named(steps[half:])}; pairwise loss {first[2]:.2f} -> {second[2]:.2f}")
+    paid = wrong(steps[:half]), wrong(steps[half:])
+    if None not in paid:
+        text += f"; it paid the wrong rollouts {paid[0]:.2f} -> {paid[1]:.2f} on average"
+    return text
 
 
 def before_after(before: dict[str, Any], after: dict[str, Any], updates: int | None) -> str:
@@ -353,6 +476,36 @@ def _write_mix(path: Path, s: DemoSettings) -> tuple[int, int]:
     write_build(path, rows, summary)
     kinds = sum(1 for k in summary.kinds.values() if k.rows)
     return kinds, sum(k.rows for name, k in summary.kinds.items() if name.startswith("sampled_"))
+
+
+WARM_START_DETAIL = ("supervised steps on the task's one-line worked solutions (\"4 + 7 = 11. The "
+                     "answer is \\boxed{11}.\"), stopped early, so that the policy is right on "
+                     "some of its rollouts and wrong on others: as it ships, the embedded model "
+                     "is right on 2-6% of them, and most groups of the Cooper stage then hold "
+                     "no verified-correct rollout to make a pair from")
+
+
+def _warm_start(model_dir: Path, out_dir: Path, s: DemoSettings) -> tuple[Path, str]:
+    """The Cooper stage's starting policy: the embedded model after ``s.warm_steps`` steps of
+    :func:`~cooper.experiment.testbed.warm_start` on the task's worked solutions (its top
+    ``s.warm_layers`` layers, float32 on every CPU, so the starting policy does not depend on
+    the precision), or the embedded model itself (0 steps, or a task without worked
+    solutions). Returns its folder and the stage's figures."""
+    from cooper.data.synthetic import arithmetic_problems
+    from cooper.experiment.testbed import warm_start
+
+    if s.warm_steps == 0:
+        return model_dir, "none (--warm-steps 0): the embedded model as it ships"
+    try:
+        arithmetic_problems("train", s.dataset)
+    except ValueError:
+        print(f"note: {s.dataset} has no generated worked solutions; the Cooper stage starts "
+              "from the embedded model as it ships")
+        return model_dir, f"none: no worked solutions for {s.dataset}"
+    warm_start(model_dir, out_dir, steps=s.warm_steps, lr=s.warm_lr, batch_size=s.warm_batch,
+               seed=s.seed, dataset=s.dataset, train_layers=s.warm_layers)
+    return out_dir, (f"{s.warm_steps} steps of {s.warm_batch} solutions, top {s.warm_layers} "
+                     "layers")
 
 
 def compute_dtype(setting: str) -> str:
