@@ -163,3 +163,12 @@ def test_the_step_table_has_a_column_a_step_and_fits_the_summary():
     many = steps_table([{**steps[0], "step": i} for i in range(1, 26)])
     assert max(len(x) for x in many.splitlines()) <= SUMMARY_WIDTH
     assert many.count("Cooper step") == 3  # 10 steps a block
+
+
+def test_the_reward_models_epochs_follow_the_precision_unless_set():
+    from cooper.config.demo import RM_RECIPES, DemoSettings
+    from cooper.experiment.demo import rm_recipe
+
+    assert rm_recipe(DemoSettings(), "bfloat16") == RM_RECIPES["bfloat16"] == (4, 2e-4)
+    assert rm_recipe(DemoSettings(), "float32") == RM_RECIPES["float32"] == (2, 3e-4)
+    assert rm_recipe(DemoSettings(rm_epochs=4, rm_lr=2e-4), "float32") == (4, 2e-4)

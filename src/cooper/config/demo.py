@@ -11,6 +11,11 @@ from dataclasses import dataclass
 from cooper.errors import UserError
 
 DTYPES = ("auto", "float32", "bfloat16")
+RM_RECIPES = {"bfloat16": (4, 2e-4), "float32": (2, 3e-4)}
+"""(epochs, learning rate) of the reward model's training in each precision, unless set: where
+the CPU multiplies bfloat16 in hardware, 4 epochs at 2e-4; in float32, which takes about twice
+as long an epoch, 2 epochs at 3e-4, so that the demo keeps to its 10 minutes (the same bars
+judge both; docs/reward_model.md, "The demo's reward model")"""
 
 
 @dataclass(frozen=True)
@@ -32,11 +37,11 @@ class DemoSettings:
     rm_samples: str = "embedded"
     """the embedded model's completions in the mix: ``embedded`` (the ones that ship for the
     task), ``none`` (the gold-only mix), or a ``cooper data collect`` file"""
-    rm_epochs: int = 4
+    rm_epochs: int | None = None
     """BCE epochs of the reward model over its rows (at a high rate for the top layers: 1 epoch
-    at the library's default rate stays at chance)"""
-    rm_lr: float = 2e-4
-    """reward-model learning rate"""
+    at the library's default rate stays at chance); None: :data:`RM_RECIPES` of the precision"""
+    rm_lr: float | None = None
+    """reward-model learning rate; None: :data:`RM_RECIPES` of the precision"""
     rm_train_layers: int = 4
     """top decoder layers trained (the rest frozen, their output computed once)"""
     rm_trunk: int | None = 24
@@ -83,7 +88,7 @@ class DemoSettings:
     def __post_init__(self):
         for name in ("rm_triples", "rm_epochs", "suite_problems", "steps", "warm_batch",
                      "warm_layers", "rollout_tokens"):
-            if getattr(self, name) < 1:
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise UserError(f"demo {name} must be >= 1, got {getattr(self, name)}")
         if self.warm_steps < 0:
             raise UserError(f"demo warm_steps must be >= 0 (0: no warm start), got "

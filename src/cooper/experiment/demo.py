@@ -61,7 +61,7 @@ from typing import Any
 import torch
 
 from cooper.config.data_mix import DataMixConfig
-from cooper.config.demo import DemoSettings
+from cooper.config.demo import RM_RECIPES, DemoSettings
 from cooper.config.rm import RMTrainConfig
 from cooper.config.train import load_config
 from cooper.data.embedded_samples import SHIPPED
@@ -271,7 +271,9 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
     rm = _train_rm(data_file, rm_dir, s, dtype)
     layers = f"top {s.rm_train_layers} of " + (f"{s.rm_trunk} layers" if s.rm_trunk
                                                  else "all layers")
-    stage("train VerifyRM", t0, f"{s.rm_epochs} epochs, {layers}, {dtype}", rm_dir)
+    epochs, lr = rm_recipe(s, dtype)
+    stage("train VerifyRM", t0, f"{epochs} epochs, {layers}, {dtype}", rm_dir,
+          f"{epochs} epochs at lr {lr:g} on {layers}, in {dtype}")
 
     _header(5, "check the VerifyRM: the robustness suite (cooper rm eval --suite) and held-out "
                "real completions")
@@ -515,15 +517,24 @@ def compute_dtype(setting: str) -> str:
     return "bfloat16" if cpu_bfloat16() else "float32"
 
 
+def rm_recipe(s: DemoSettings, dtype: str) -> tuple[int, float]:
+    """The reward model's (epochs, learning rate): as set, else :data:`RM_RECIPES` of the
+    precision it trains in."""
+    epochs, lr = RM_RECIPES["bfloat16" if dtype == "bfloat16" else "float32"]
+    return (s.rm_epochs if s.rm_epochs is not None else epochs,
+            s.rm_lr if s.rm_lr is not None else lr)
+
+
 def _train_rm(data_file: Path, rm_dir: Path, s: DemoSettings, dtype: str) -> RewardModel:
     rows = list(load_triples(data_file))
-    # the embedded model's first K layers, in bfloat16 where the CPU computes it natively:
-    # 4 epochs of 24 layers train faster than 3 in float32 (docs/reward_model.md, "The demo's
-    # reward model"); frozen layers stay in the dtype, the trained ones are float32 (train_bce)
+    # the embedded model's first K layers, in bfloat16 where the CPU computes it natively, for
+    # the precision's epochs (RM_RECIPES; docs/reward_model.md, "The demo's reward model");
+    # frozen layers stay in the dtype, the trained ones are float32 (train_bce)
     base = DEFAULT_MODEL if s.rm_trunk is None else str(embedded_trunk(s.rm_trunk))
     torch.manual_seed(s.seed)  # the new score head is drawn at load: the seed fixes it too
     rm = RewardModel.load(base, max_length=s.rm_max_length, dtype=dtype)
-    train_bce(rm, rows, RMTrainConfig(lr=s.rm_lr, epochs=s.rm_epochs, seed=s.seed, holdout=0.0,
+    epochs, lr = rm_recipe(s, dtype)
+    train_bce(rm, rows, RMTrainConfig(lr=lr, epochs=epochs, seed=s.seed, holdout=0.0,
                                       train_layers=s.rm_train_layers))
     rm.save(rm_dir)
     return rm
