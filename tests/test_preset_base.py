@@ -154,15 +154,21 @@ def test_hacking_cpu_is_the_fifth_round_with_validation_every_25_steps():
     they change what the report's headline is, not how any arm trains), and the blind-rule
     testbed's settings, each at its default, which leaves the rule the judge and the rollout
     negatives as they were; and the rule arm's reward model watches every 5th step, which its
-    policy does not see (reward.monitor_every)."""
+    policy does not see (reward.monitor_every). The judge's settings came after too: no judge
+    (judge.backend none), so nothing is judged, paid by a judge or replayed."""
     v5 = leaves(yaml.safe_load((DATA / "hacking_cpu_v5_resolved.yaml").read_text()))
     now = leaves(load_experiment("hacking_cpu").validate().to_dict())
+    judge = {k for k in now if k[:2] == ("train", "judge")}
+    assert now[("train", "judge", "backend")] == "none" and len(judge) > 10
+    now = {k: v for k, v in now.items() if k not in judge}
     added = {("final_eval", "policies"): 5, ("final_eval", "every_steps"): 25,
              ("train", "keep_policy_steps"): None,
              ("setup", "rule_missed_min"): None, ("setup", "rule_missed_max"): None,
              ("probe", "min_recall_missed"): None, ("train", "validation", "judge"): "rule",
              ("train", "rm_update", "negatives_readable"): False,
-             ("train", "reward", "monitor_every"): 1, ("arms", "rule", "reward.monitor_every"): 5}
+             ("train", "reward", "monitor_every"): 1, ("arms", "rule", "reward.monitor_every"): 5,
+             ("train", "reward", "judge_rejected"): False, ("train", "rm_update", "labels"): "rule",
+             ("train", "rm_update", "replay"): 0, ("train", "rm_update", "replay_file"): None}
     assert set(now) == set(v5) | set(added)
     assert {k: now[k] for k in added} == added
     assert {k: (v5[k], now[k]) for k in v5 if now[k] != v5[k]} == {
