@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cooper.experiment.demo import verdicts
+from cooper.experiment.demo_summary import verdicts
 
 
 def _figures(rate=0.0, worst=0.0, steps=6, with_pairs=5, updates=5, first=0.8, last=0.9,
@@ -58,7 +58,7 @@ def test_the_reward_model_before_and_after_cooper_is_a_result_line():
     assert "3.0% -> 1.0% false positives (opener 10.0% -> 2.5%; worst kind after: units 5.0%)" in line
     assert "real completions 0.900 -> 0.800" in line  # worse is said as plainly as better
     assert "NOT" not in line and "trusted" not in line  # no bar on it
-    from cooper.experiment.demo import before_after
+    from cooper.experiment.demo_summary import before_after
 
     one = before_after(_figures(rate=0.03, worst=0.1), after, 1)
     assert one.startswith("reward model before -> after Cooper's 1 update: ")
@@ -67,7 +67,7 @@ def test_the_reward_model_before_and_after_cooper_is_a_result_line():
 def test_a_printed_verdict_keeps_every_word_whole():
     """The demo prints each verdict wrapped to 100 columns; a wrap at "held-out"'s hyphen
     printed "held-" and "out" on two lines (seen with 64.4% and 118 completions)."""
-    from cooper.experiment.demo import SUMMARY_WIDTH, verdict_lines
+    from cooper.experiment.demo_summary import SUMMARY_WIDTH, verdict_lines
 
     verdict = ("reward model: NOT trusted: it paid 24.3% of the robustness suite's wrong "
                "completions (bar 2%) and 80.0% of its worst kind, long_padding (bar 5% for every "
@@ -106,7 +106,7 @@ def test_the_demo_precision_auto_follows_the_cpu_and_names_are_kept(monkeypatch)
 
 
 def test_cooper_works_only_with_pairs_and_an_update_on_five_steps_of_six():
-    from cooper.experiment.demo import steps_needed
+    from cooper.experiment.demo_summary import steps_needed
 
     assert [steps_needed(n) for n in (1, 2, 3, 6, 12)] == [1, 2, 3, 5, 10]
     _, cooper, _ = verdicts(_figures(with_pairs=5, updates=5))
@@ -124,7 +124,7 @@ def _step(step, right, pairs, acc, loss, agreement=0.8, wrong=None):
 
 
 def test_the_reward_model_on_the_policys_new_pairs_is_pooled_by_half_and_has_no_bar():
-    from cooper.experiment.demo import on_new_pairs
+    from cooper.experiment.demo_summary import on_new_pairs
 
     steps = [_step(1, 0.4, 4, 0.5, 0.8), _step(2, 0.3, 0, None, None),
              _step(3, 0.5, 6, 1.0, 0.2), _step(4, 0.4, 5, 0.8, 0.5), _step(5, 0.4, 5, 1.0, 0.1),
@@ -146,7 +146,7 @@ def test_the_reward_model_on_the_policys_new_pairs_is_pooled_by_half_and_has_no_
 
 
 def test_the_step_table_has_a_column_a_step_and_fits_the_summary():
-    from cooper.experiment.demo import SUMMARY_WIDTH, cooper_steps, steps_table
+    from cooper.experiment.demo_summary import SUMMARY_WIDTH, cooper_steps, steps_table
 
     rows = [{"step": 0, "val/accuracy": 0.1},  # validation before training: not a step
             {"step": 1, "reward/rule_mean": 0.375, "rm/pairs": 4, "rm/updated": 1,

@@ -300,7 +300,7 @@ def test_cli_dispatches_on_the_folder(tmp_path):
 
 def test_demo_summary_uses_the_run_totals_and_writes_the_report(tmp_path):
     from cooper.config.demo import DemoSettings
-    from cooper.experiment.demo import DemoSummary
+    from cooper.experiment.demo_summary import DemoSummary
 
     folder = run_folder(tmp_path / "demo" / "cooper", cooper_rows(), "cooper")
     summary = DemoSummary(DemoSettings(out=str(tmp_path / "demo")))

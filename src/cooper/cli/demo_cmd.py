@@ -53,7 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _demo(args: argparse.Namespace) -> int:
     from cooper.config.demo import DemoSettings
-    from cooper.experiment.demo import run_demo, verdict_lines
+    from cooper.experiment.demo import run_demo
+    from cooper.experiment.demo_summary import verdict_lines
 
     summary = run_demo(DemoSettings(out=args.out, steps=args.steps, warm_steps=args.warm_steps,
                                     rm_triples=args.rm_triples,

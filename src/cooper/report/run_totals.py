@@ -1,7 +1,7 @@
 """The totals of one training run, from its per-step records (``metrics.jsonl``); pure functions.
 
 A ``cooper train`` run logs one record per optimiser step (``docs/metrics.md``). Its report
-(:mod:`cooper.report.run_report`) and the demo's summary (:mod:`cooper.experiment.demo`)
+(:mod:`cooper.report.run_report`) and the demo's summary (:mod:`cooper.experiment.demo_summary`)
 both speak of the run as a whole, not of its last step: :func:`run_totals` sums and averages the
 records into a :class:`RunTotals`, :func:`summary_sentences` says it in plain language (one
 sentence per finding, the answer first), :func:`definitions` how to read it and :func:`headline`
