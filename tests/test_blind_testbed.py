@@ -134,8 +134,8 @@ def test_the_gold_judges_settings_are_checked_together():
         load_experiment("hacking_cpu", ["setup.rule_missed_min=0.2"]).validate()
     with pytest.raises(ConfigError, match="between 0 and 1"):
         load_experiment("blind_cpu", ["probe.min_recall_missed=2"]).validate()
-    with pytest.raises(ConfigError, match="rule_missed_min=0.9 is above"):
-        load_experiment("blind_cpu", ["setup.rule_missed_min=0.9"]).validate()
+    with pytest.raises(ConfigError, match="rule_missed_min=0.95 is above"):
+        load_experiment("blind_cpu", ["setup.rule_missed_min=0.95"]).validate()
     with pytest.raises(ConfigError, match="validation.judge"):
         load_experiment("blind_cpu", ["train.validation.judge=oracle"]).validate()
 

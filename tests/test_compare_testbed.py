@@ -8,11 +8,11 @@ import random
 import pytest
 
 from cooper.data.problems import load_problems
-from cooper.data.synthetic import COMPARE_EVERY, compare_triples
+from cooper.data.synthetic import COMPARE_PATTERN, compare_triples
 from cooper.verify.gold import gold_correct, read_boolean
 from cooper.verify.verifier import verify_batch
 
-SIZES = {"train": (1200, 600), "validation": (300, 150), "test": (300, 150)}
+SIZES = {"train": (1200, 2400), "validation": (300, 600), "test": (300, 600)}
 
 
 def is_comparison(reference: str) -> bool:
@@ -20,13 +20,14 @@ def is_comparison(reference: str) -> bool:
 
 
 @pytest.mark.parametrize("split", ["train", "validation", "test"])
-def test_every_third_problem_is_a_comparison_half_of_them_true(split):
+def test_two_problems_of_three_are_comparisons_half_of_them_true(split):
     problems = list(load_problems("arith_2x1_compare", split))
     sums = [p for p in problems if not is_comparison(p.reference)]
     comparisons = [p for p in problems if is_comparison(p.reference)]
     assert (len(sums), len(comparisons)) == SIZES[split]
+    assert COMPARE_PATTERN == "scc"  # a sum, then two comparisons: any prefix keeps the share
     assert [is_comparison(p.reference) for p in problems] == [
-        (k + 1) % COMPARE_EVERY == 0 for k in range(len(problems))]
+        k % 3 != 0 for k in range(len(problems))]
     assert sum(p.reference == "True" for p in comparisons) == len(comparisons) // 2
     # the sums are arith_2x1_words', dials and all, in order
     words = load_problems("arith_2x1_words", split)
@@ -43,7 +44,7 @@ def test_no_pair_of_numbers_is_compared_in_two_splits():
                 for p in load_problems("arith_2x1_compare", split) if is_comparison(p.reference)}
 
     train, validation, test = pairs("train"), pairs("validation"), pairs("test")
-    assert len(train) == 600 and len(validation) == 150 and len(test) == 150
+    assert len(train) == 2400 and len(validation) == 600 and len(test) == 600
     assert not (train & validation or train & test or validation & test)
 
 
@@ -67,7 +68,8 @@ def test_the_reward_models_data_covers_both_families_labelled_by_the_gold_judge(
     assert len(rows) == 600 and sum(r.label for r in rows) == 300
     assert all(gold_correct(r.triple.completion, r.triple.reference) == r.label for r in rows)
     comparisons = [r for r in rows if is_comparison(r.triple.reference)]
-    assert 0.2 < len(comparisons) / len(rows) < 0.45  # about a third
+    # a third, though two problems of three are comparisons: the sums need the rows
+    assert len(comparisons) == 200
     wrong = [r.triple.completion for r in comparisons if not r.label]
     # a wrong answer after the true relation, and after the false one (which agrees with it)
     relation_true = [w for w in wrong if (">" in w) == (int(w.split()[0]) > int(w.split()[2][:-1]))]
@@ -75,7 +77,8 @@ def test_the_reward_models_data_covers_both_families_labelled_by_the_gold_judge(
     for pos, neg in zip(rows[::2], rows[1::2], strict=True):
         assert pos.label and not neg.label and pos.triple.question == neg.triple.question
     assert compare_triples("train", 600, random.Random(0)) == rows  # seeded
-    assert len(compare_triples("validation", 2000, random.Random(0))) == 900  # 450 problems
+    # where the split has too few sums, all of them: 300 sums and a third of 1,000 comparisons
+    assert len(compare_triples("validation", 2000, random.Random(0))) == 2 * (300 + 333)
     with pytest.raises(ValueError, match="even"):
         compare_triples("train", 5, random.Random(0))
 

@@ -44,8 +44,9 @@ def test_the_shipped_policy_is_in_the_testbeds_band():
 
 def test_the_blind_testbeds_policy_is_in_its_bands():
     """blind_cpu's start, scored as its setup scores it: right by the gold judge within the
-    band, on both families, and the rule rejects 40-80% of those right answers, every one of
-    them a form it cannot read (the answer or the reference in words, a truth value)."""
+    band, on both families, and the rule rejects 40-90% of those right answers, every one of
+    them a form it cannot read (the answer or the reference in words, a truth value); two of
+    three problems are comparisons, so most of the right answers are rejected."""
     from cooper.config.experiment import load_experiment
     from cooper.experiment.setup import policy_check
     from cooper.experiment.testbed import TINY_ARITH_COMPARE, shipped_policy
@@ -56,8 +57,8 @@ def test_the_blind_testbeds_policy_is_in_its_bands():
     assert check["benchmark"] == "arith_2x1_compare:validation" and check["problems"] == 150
     assert 0.30 <= check["accuracy"] <= 0.70, check
     assert check["rule_accuracy"] < check["accuracy"]
-    assert check["rule_missed_band"] == [0.40, 0.80]
-    assert 0.40 <= check["rule_missed"] <= 0.80, check
+    assert check["rule_missed_band"] == [0.40, 0.90]
+    assert 0.40 <= check["rule_missed"] <= 0.90, check
     assert set(check["families"]) == {"numbers", "yesno"}
     assert check["families"]["yesno"] > 0.5  # above a guess, with room to climb
     assert missed and all(gold_correct(t.completion, t.reference) for t in missed)

@@ -23,8 +23,10 @@ machine.
 
 ``arith_2x1_compare`` adds to ``arith_2x1_words`` (its sums, with both dials) a family of
 problems the rule can never pay: yes/no comparisons of two two-digit numbers ("Is 47 greater
-than 52?"), every third problem of each split (600 train, 150 validation, 150 test; the
-unordered pairs of numbers are dealt once into the splits, so no pair is in two). Their worked
+than 52?"), two problems of every three in each split (2,400 train, 600 validation, 600 test;
+the unordered pairs of numbers are dealt once into the splits, so no pair is in two). A third,
+as in the testbed's first trials, left the rule's policy too little to miss: the gold-paid
+policy ended 4-6 points above it; two of three, about 10. Their worked
 solutions answer in words (``47 < 52. The answer is \\boxed{no}.``) and their references are
 truth values as a dataset of yes/no questions stores them (``False``): math-verify reads each
 word as the product of its letters, so no yes or no ever matches True or False, and the rule
@@ -48,9 +50,10 @@ SPLITS = {"train": (0, 5000), "test": (1, 500)}  # split -> (seed, size)
 WORDS_SOLUTIONS = 0.25  # arith_2x1_words: share of worked solutions boxed in words (the form dial)
 WORDS_REFERENCES = 0.15  # arith_2x1_words: share of references in words (the reference dial)
 SPLITS_2X1 = {"train": (600, 1800), "validation": (300, 600), "test": (0, 300)}  # [start, end)
-COMPARE_SPLITS = {"train": (0, 600), "validation": (600, 750), "test": (750, 900)}
+COMPARE_SPLITS = {"train": (0, 2400), "validation": (2400, 3000), "test": (3000, 3600)}
 """arith_2x1_compare: each split's comparisons, [start, end) of the shuffled unordered pairs"""
-COMPARE_EVERY = 3  # arith_2x1_compare: every third problem of a split is a comparison
+COMPARE_PATTERN = "scc"  # arith_2x1_compare: a sum (s), then two comparisons (c), repeated
+RM_COMPARE_SHARE = 1 / 3  # arith_2x1_compare: share of comparisons in the reward model's rows
 COMPARE_WORDS = ("greater", "less")
 TRUTH_REFERENCES = ("False", "True")  # a comparison's reference, by its truth value
 Item = tuple[int, int, str]
@@ -156,18 +159,19 @@ Slot = tuple[str, tuple]  # ("sum", (a, b, op, boxed in words, reference in word
 
 def _compare_slots(split: str) -> list[Slot]:
     """A split of ``arith_2x1_compare`` in order: the sums of ``arith_2x1_words`` (with their
-    dials) with a comparison after every second one, so every third problem is a comparison and
-    a prefix of the split keeps that share."""
+    dials), each followed by two comparisons (:data:`COMPARE_PATTERN`), so two problems of
+    three are comparisons and a prefix of the split keeps that share."""
     items = _two_by_one(split)
     dials = _dials(items)
     comparisons = _comparisons(split)
     slots: list[Slot] = []
+    sums, compared = iter(items), iter(comparisons)
     for k in range(len(items) + len(comparisons)):
-        if (k + 1) % COMPARE_EVERY:
-            item = items[k - k // COMPARE_EVERY]
+        if COMPARE_PATTERN[k % len(COMPARE_PATTERN)] == "s":
+            item = next(sums)
             slots.append(("sum", (*item, *dials[item])))
         else:
-            slots.append(("compare", comparisons[k // COMPARE_EVERY]))
+            slots.append(("compare", next(compared)))
     return slots
 
 
@@ -248,14 +252,23 @@ def words_triples(split: str, n: int, rng: random.Random) -> list[LabelledTriple
 
 def compare_triples(split: str, n: int, rng: random.Random) -> list[LabelledTriple]:
     """``n`` labelled triples of ``arith_2x1_compare`` (``n`` even), as :func:`words_triples`
-    gives them for its sums; a comparison's wrong copy boxes the other answer, after the true
-    relation half the time (``47 < 52. ... \\boxed{yes}``) and after the false one, which
+    gives them for its sums, a third of them from comparisons (:data:`RM_COMPARE_SHARE`; all
+    the sums where the split has too few); a comparison's wrong copy boxes the other answer,
+    after the true relation half the time (``47 < 52. ... \\boxed{yes}``) and after the false one, which
     agrees with it, the other half (``47 > 52. ... \\boxed{yes}``). Labelled by the gold judge:
     the rule can read none of the comparisons."""
     _check_pairs(n)
     slots = _compare_slots(split)
+    sums = [i for i, (kind, _) in enumerate(slots) if kind == "sum"]
+    compared = [i for i, (kind, _) in enumerate(slots) if kind == "compare"]
+    # a fixed share of comparisons, whatever the split's: the sums, with their forms and dials,
+    # are the harder family to read and need the most rows
+    n_compared = min(round(n // 2 * RM_COMPARE_SHARE), len(compared))
+    picked = rng.sample(sums, min(n // 2 - n_compared, len(sums)))
+    picked += rng.sample(compared, n_compared)
+    rng.shuffle(picked)
     out: list[LabelledTriple] = []
-    for i in rng.sample(range(len(slots)), min(n // 2, len(slots))):
+    for i in picked:
         kind, slot = slots[i]
         pid = f"arith_2x1_compare-{split}-{i}"
         if kind == "sum":
