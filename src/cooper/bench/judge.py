@@ -2,7 +2,7 @@
 
 What a judge asked during RL sees (``reward.judge_rejected``, ``rm_update.labels=judge``): the
 answers the rule rejects. This benchmark samples them as a run would: a testbed policy (the
-shipped start of ``above_cpu`` by default) answers held-out problems at the training temperature,
+shipped start of ``blind_cpu`` by default) answers held-out problems at the training temperature,
 the rule rejects some, and each distinct answer to a problem (the unit the run asks about) goes
 to the judge. The gold judge, right by construction on the testbeds, scores the judge's
 verdicts: accuracy, recall on the right answers the rule missed (what a judge is for), its
