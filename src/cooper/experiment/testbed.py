@@ -33,7 +33,7 @@ from cooper.errors import UserError
 from cooper.infra.embedded import _lock, cache_root
 from cooper.infra.generation import render_messages
 from cooper.infra.models import load_causal_lm, load_tokenizer
-from cooper.rm.model import train_top_layers
+from cooper.rm.layers import train_top_layers
 from cooper.rm.template import mark_as_ours
 
 if TYPE_CHECKING:

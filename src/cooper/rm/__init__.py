@@ -7,8 +7,9 @@ triple into VerifyRM's escaped, truncated input and fits it to a token budget;
 ``sigmoid(logit)``) and :mod:`.spec` what a saved folder says about how to read it; :mod:`.losses` holds the two objectives as pure tensor functions (BCE and
 the pairwise losses: Bradley-Terry, margin, anchor); :mod:`.training` trains offline with BCE
 (``cooper rm train``, settings in :class:`cooper.config.rm.RMTrainConfig`); :mod:`.update` is
-Cooper's online pairwise update, one step per RL step (:class:`PairwiseUpdater`); :mod:`.trunk`
-caches the frozen lower layers so training only the top ones is fast; :mod:`.metrics` judges the
+Cooper's online pairwise update, one step per RL step (:class:`PairwiseUpdater`); :mod:`.layers`
+leaves only a model's top layers trainable, and :mod:`.trunk` caches the frozen lower layers so
+training only the top ones is fast; :mod:`.metrics` judges the
 model as a binary classifier (accuracy, F1, AUROC, ECE); :mod:`.report` gives those figures per
 source and per kind (``cooper rm eval``'s tables) and :mod:`.plot` the reliability diagram;
 :mod:`.calibration` fits the temperature that ``score`` divides logits by; :mod:`.robustness` is

@@ -50,6 +50,7 @@ from cooper.infra.models import (
     resolve,
 )
 from cooper.rm.calibration import apply_temperature
+from cooper.rm.layers import train_top_layers
 from cooper.rm.memo import LogitMemo
 from cooper.rm.prefix import PrefixGroup, batch_order, plan_groups, prefix_logits
 from cooper.rm.spec import check_temperature, is_plain_classifier, read_spec, released_notice
@@ -77,40 +78,6 @@ def progress_bar(total: int, desc: str, enabled: bool) -> tqdm:
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=desc, unit="seq", dynamic_ncols=True, disable=not enabled)
-
-
-def _decoder_layers(model: PreTrainedModel) -> torch.nn.ModuleList:
-    import torch
-
-    n = model.config.get_text_config().num_hidden_layers
-    for module in model.modules():
-        if isinstance(module, torch.nn.ModuleList) and len(module) == n:
-            return module
-    raise UserError(f"cannot find the {n} decoder layers of {type(model).__name__}; "
-                    "train all layers instead (leave train_layers unset)")
-
-
-def train_top_layers(model: PreTrainedModel, k: int | None) -> int:
-    """Leave only the top ``k`` decoder layers of ``model`` trainable, and what sits above them
-    (final norm, score or LM head), the embeddings frozen; None: every weight trainable.
-    Returns the number of trainable parameters (:meth:`RewardModel.train_top_layers`; the
-    demo's warm start of a policy too). A head tied to the embeddings stays frozen with them."""
-    import torch
-
-    if k is None:
-        for p in model.parameters():
-            p.requires_grad_(True)
-    else:
-        layers = _decoder_layers(model)
-        if not 1 <= k <= len(layers):
-            raise UserError(f"train_layers must be between 1 and {len(layers)}, got {k}")
-        frozen = {id(p) for layer in layers[:len(layers) - k] for p in layer.parameters()}
-        for m in model.modules():
-            if isinstance(m, torch.nn.Embedding):  # token (and learned position) tables
-                frozen |= {id(p) for p in m.parameters()}
-        for p in model.parameters():
-            p.requires_grad_(id(p) not in frozen)
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 # inputs the first shared-prefix batch is also run in full for (RewardModel.logits_of_ids)
@@ -228,8 +195,6 @@ class RewardModel:
         trained ones are float32: autocast computes both in bfloat16 (mixed precision), so the
         float32 copies only serve the optimiser, as master weights do.
         """
-        import contextlib
-
         import torch
 
         low = next((p.dtype for p in self.model.parameters()
