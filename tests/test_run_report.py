@@ -315,7 +315,11 @@ def test_demo_summary_uses_the_run_totals_and_writes_the_report(tmp_path):
     assert saved["figures"]["cooper_report"] == str(report) and report.is_file()
     assert [s["name"] for s in saved["stages"]] == ["Cooper RL", "Cooper report"]
     table, text = summary.table(), summary.text()
-    assert "8 steps, 21 pairs, RM updated on 7 of 8" in table
+    # the Cooper row: steps, the verifier's share of rollouts right (mean of VERIFIED's 8 steps),
+    # pairs, and the updates (step 5 skipped)
+    (row,) = [line for line in table.splitlines() if line.startswith("Cooper RL")]
+    assert " ".join(row.split()) == ("Cooper RL 12 s 8 steps, rollouts 50% right, 21 pairs, "
+                                     "RM updated on 7 of 8"), row
     assert max(len(x) for x in table.splitlines()) <= 100, table  # fits a terminal
     # the whole sentence and where the report went, below the table
     flat = " ".join(text.split())
