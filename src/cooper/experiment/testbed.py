@@ -242,7 +242,8 @@ CHECKS = {TINY_ARITH_2X1: TESTBED_CHECK,
                                "max_new_tokens": 64, "verify_mode": "gold"}}
 """each shipped testbed policy's check: the words policy is scored by the gold judge, as
 ``blind_cpu``'s first round scored it (answers in words are longer: 64 tokens); the compare
-policy on 300 problems (200 sums, 100 comparisons), each family's accuracy apart"""
+policy on 300 problems (100 sums, 200 comparisons; 200 and 100 when the shipped one was built),
+each family's accuracy apart"""
 
 
 def is_comparison(problem) -> bool:
