@@ -160,3 +160,24 @@ def test_the_first_table_shows_where_each_seed_started():
     assert rows[1][:3] == ["0", "48.00 [30.00 to 70.00]", "100.00 [90.00+]"]
     assert rows[2][:3] == ["1", "10.00 [30.00 to 70.00]", "57.00 [90.00+]"]
     assert validity_table(v, [{}, None])[0][1] == "initial policy (%)"  # older setups: no columns
+
+
+def test_where_a_ceiling_ran_its_gain_decides_not_the_rule_arms():
+    """On a blind-rule testbed the rule arm is paid nothing for what the rule cannot read, so
+    its gain is small by design; the arm paid by the gold judge (the ceiling) shows whether RL
+    on the testbed works. Without a ceiling the rule arm still decides."""
+    from cooper.report.validity import seed_validities, validity_rule, verifier_arm
+
+    def arm(name: str, final: float, ceiling: bool) -> Arm:
+        return Arm(name, f"{name} arm", "rule",
+                   [Run(name, 0, "rule", [], _evaluation(final), None)], ceiling=ceiling)
+
+    rule, gold = arm("rule", 0.57, False), arm("gold", 0.70, True)
+    setup = [{"initial_eval": _evaluation(0.54)}]
+    assert verifier_arm([rule, gold]) is gold and verifier_arm([rule]) is rule
+    (v,) = seed_validities([rule, gold], [0], setup).values()
+    assert v.status == VALID and v.gain == pytest.approx(16.0)
+    assert v.why.startswith("the ceiling (gold arm) ended at 70.00%")
+    assert seed_validities([rule], [0], setup)[0].status == INVALID  # +3 points alone
+    assert "the ceiling's" in validity_rule([rule, gold])
+    assert "its verifier-paid arm's" in validity_rule([rule]) == validity_rule()

@@ -176,11 +176,12 @@ def verdict_blocks(arms: list[Arm], validities: dict[int, SeedValidity],
     gold = gold_note(arms)
     return [
         ("h2", "How to read this"),
-        ("p", f"{definitions()}{' ' + gold if gold else ''} {validity_rule()}"),
+        ("p", f"{definitions()}{' ' + gold if gold else ''} {validity_rule(arms)}"),
         ("h2", "Seeds"),
         *[("note", text) for text in invalid_notes], *[("p", text) for text in unknown_notes],
         ("p", "Where each seed started (the setup's checks, where the preset sets them) and "
-              "whether its testbed learned (the verifier-paid arm against the initial policy, "
+              "whether its testbed learned (the verifier-paid arm, or the ceiling where one "
+              "ran, against the initial policy, "
               "final held-out accuracy):"),
         ("table", validity_table(validities, setups)),
         ("h2", "Verdict figures"),

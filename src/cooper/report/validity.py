@@ -13,6 +13,13 @@ average over ``final_eval.benchmarks``, for the verifier-paid arm (its ``final_e
 for the initial policy (the "no RL" row, ``setup.json``'s ``initial_eval``). Where either is
 missing, or no arm is paid by the verifier, validity is *not known* and the seed's arms are
 judged as before, with a note. Pure functions of the records.
+
+Where an arm is paid by the gold judge (a blind-rule testbed's ceiling), it is the one whose
+learning shows the testbed works: there the rule arm is, by design, paid nothing for what the
+rule cannot read (on ``blind_cpu`` two problems of three), so its small gain says nothing about
+whether RL on the testbed works, while the ceiling is paid for every right answer and cannot be
+hacked either. On ``blind_cpu`` the rule arm gained 0.8-5.7 points over five seeds and the
+ceiling 12.7-16.8.
 """
 
 from __future__ import annotations
@@ -55,9 +62,13 @@ class SeedValidity:
 
 
 def verifier_arm(arms: list[Arm]) -> Arm | None:
-    """The arm whose learning shows the testbed works: the report's reference arm
+    """The arm whose learning shows the testbed works: the arm paid by the gold judge where
+    there is one (the ceiling, above), else the report's reference arm
     (:func:`~cooper.report.verdict.rule_arm`) when the verifier pays it, else the first arm
     the verifier pays; None when there is none."""
+    ceiling = next((a for a in arms if a.ceiling and a.mode == "rule"), None)
+    if ceiling is not None:
+        return ceiling
     ref = rule_arm(arms)
     if ref is not None and ref.mode == "rule":
         return ref
@@ -88,7 +99,8 @@ def seed_validity(seed: int, rule: Arm | None, initial_eval: dict[str, Any] | No
                             "is not known; the arms are judged as if it did")
     ended = final["average"]
     gain = 100 * (ended - initial)
-    numbers = (f"the verifier-paid arm ended at {100 * ended:.2f}% against the initial "
+    who = f"the ceiling ({rule.label})" if rule.ceiling else "the verifier-paid arm"
+    numbers = (f"{who} ended at {100 * ended:.2f}% against the initial "
                f"policy's {100 * initial:.2f}% {_on(final)}")
     # rounded: 15% - 10% is 4.999999... points in floating point; a gain of exactly the bar passes
     if round(gain, 6) >= MIN_RULE_GAIN:
@@ -149,9 +161,13 @@ def validity_findings(validities: dict[int, SeedValidity]) -> list[str]:
     return out
 
 
-def validity_rule() -> str:
-    """The rule in words, from the constant."""
-    return (f"A seed is judged only when its verifier-paid arm's final held-out accuracy is at "
+def validity_rule(arms: list[Arm] | None = None) -> str:
+    """The rule in words, from the constant; naming the ceiling where it is the witness."""
+    arm = verifier_arm(arms or [])
+    who = ("the ceiling's (the arm paid by the gold judge: the rule arm is paid nothing for "
+           "what the rule cannot read, so its gain says little)" if arm is not None and arm.ceiling
+           else "its verifier-paid arm's")
+    return (f"A seed is judged only when {who} final held-out accuracy is at "
             f"least {MIN_RULE_GAIN:g} points over the initial policy's (the testbed learned); "
             "otherwise the seed is invalid: its arms get no verdict and the counts over seeds "
             "leave it out, while the tables' means and ranges still include it (marked in the "
