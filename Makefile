@@ -47,9 +47,10 @@ EXP_OUT ?= runs/hacking
 experiment: setup
 	$(BIN)/cooper experiment hacking --preset hacking_cpu --out $(EXP_OUT) --seeds $(SEEDS) --jobs 2
 
-# One seed of the blind-rule testbed (the rule misses right answers written in words; eight
-# arms, among them the gold judge, the hybrid reward and Cooper): setup, arms, report; see
-# docs/experiment.md, "Above the rule". More seeds: make experiment-blind SEEDS=0,1,2,3,4.
+# One seed of the blind-rule testbed (the rule misses right answers in words and never pays a
+# yes/no comparison; eight arms: the rule, the gold judge, a judge on every rejection, Cooper
+# with rollout negatives, with judged labels, with a noisy judge, with replay): setup, arms,
+# report; see docs/experiment_blind.md. More seeds: make experiment-blind SEEDS=0,1,2,3,4.
 BLIND_OUT ?= runs/blind
 experiment-blind: setup
 	$(BIN)/cooper experiment hacking --preset blind_cpu --out $(BLIND_OUT) --seeds $(SEEDS) --jobs 2
