@@ -24,9 +24,10 @@ machine.
 ``arith_2x1_compare`` adds to ``arith_2x1_words`` (its sums, with both dials) a family of
 problems the rule can never pay: yes/no comparisons of two two-digit numbers ("Is 47 greater
 than 52?"), two problems of every three in each split (2,400 train, 600 validation, 600 test;
-the unordered pairs of numbers are dealt once into the splits, so no pair is in two). A third,
-as in the testbed's first trials, left the rule's policy too little to miss: the gold-paid
-policy ended 4-6 points above it; two of three, about 10. Their worked
+the unordered pairs of numbers are dealt once into the splits, so no pair is in two). With a
+comparison every third (or every second) problem, the gold-paid policy of ``blind_cpu`` ended
+only 4-6 points above the rule-paid one in trials; with two of three, 9-15 over five seeds.
+Their worked
 solutions answer in words (``47 < 52. The answer is \\boxed{no}.``) and their references are
 truth values as a dataset of yes/no questions stores them (``False``): math-verify reads each
 word as the product of its letters, so no yes or no ever matches True or False, and the rule
@@ -254,9 +255,9 @@ def compare_triples(split: str, n: int, rng: random.Random) -> list[LabelledTrip
     """``n`` labelled triples of ``arith_2x1_compare`` (``n`` even), as :func:`words_triples`
     gives them for its sums, a third of them from comparisons (:data:`RM_COMPARE_SHARE`; all
     the sums where the split has too few); a comparison's wrong copy boxes the other answer,
-    after the true relation half the time (``47 < 52. ... \\boxed{yes}``) and after the false one, which
-    agrees with it, the other half (``47 > 52. ... \\boxed{yes}``). Labelled by the gold judge:
-    the rule can read none of the comparisons."""
+    after the true relation half the time (``47 < 52. ... \\boxed{yes}``) and after the false
+    one, which agrees with it, the other half (``47 > 52. ... \\boxed{yes}``). Labelled by the
+    gold judge: the rule can read none of the comparisons."""
     _check_pairs(n)
     slots = _compare_slots(split)
     sums = [i for i, (kind, _) in enumerate(slots) if kind == "sum"]
