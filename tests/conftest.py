@@ -16,27 +16,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
 
-# The longest test files, longest first (their tests' seconds in a serial CI run on 2 cores:
-# test_rm_slow and test_demo_slow about 275 s each, test_experiment over 150 s, ...).
-LONGEST_FIRST = ["test_rm_slow.py", "test_demo_slow.py", "test_experiment.py",
-                 "test_crash_resume.py", "test_bench_step.py", "test_eval_slow.py",
-                 "test_train_smoke.py", "test_train_endpoint.py", "test_embedded.py",
-                 "test_trl_dropin.py", "test_trl_contract.py"]
-
-
-def pytest_collection_modifyitems(config, items):
-    """On a pytest-xdist worker, the longest files first, so the workers finish together.
-
-    `make test` runs ``-n 2 --dist loadfile --no-loadscope-reorder``: each file is one unit of
-    work, queued in the workers' collection order and handed to whichever worker runs short, so
-    a 275 s file queued last would run alone at the end. The sort is stable: the order inside a
-    file, and of the other files, is kept. Without xdist the order is left alone.
-    """
-    if not hasattr(config, "workerinput"):
-        return
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
-
 
 def cli_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
