@@ -143,18 +143,18 @@ def test_a_released_verifyrm_pays_the_policy_in_cooper_train_and_the_example(ari
 def two_processes(arith, tmp_path_factory) -> Path:
     """The example under ``accelerate launch`` with two processes on CPU, each optimiser step
     taking half of a generation batch (``steps_per_generation=2``)."""
+    import os
+
     out = tmp_path_factory.mktemp("ddp") / "run"
-    # port 0: accelerate picks a free port (its default is a fixed 29500, whatever MASTER_PORT
-    # says), so a launch on another test worker cannot take it first
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
-           "--num_processes", "2", "--num_machines", "1", "--main_process_port", "0",
-           "--mixed_precision", "no", "--dynamo_backend", "no", str(EXAMPLE),
-           "--policy", str(arith / "policy"), "--reward-model", str(arith / "reward"),
-           "--dataset", "arith_small", "--limit", "64",
+           "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+           "--dynamo_backend", "no", str(EXAMPLE), "--policy", str(arith / "policy"),
+           "--reward-model", str(arith / "reward"), "--dataset", "arith_small", "--limit", "64",
            "--num-generations", "4", "--batch-size", "8", "--steps-per-generation", "2",
            "--max-completion-length", "48", "--max-steps", "4", "--save-steps", "1",
            "--output-dir", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=cli_env())
+    env = cli_env(MASTER_PORT=str(29500 + (os.getpid() + 7) % 1000))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return out
 
