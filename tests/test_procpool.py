@@ -23,7 +23,6 @@ def pool():
         yield p
 
 
-@pytest.mark.serial
 def test_a_timeout_says_whether_its_worker_computed_or_was_starved(pool):
     """A worker that slept through its deadline had no CPU time (as one starved by a loaded
     machine); one that computed had about all of it: the verifier retries only the first."""

@@ -302,7 +302,6 @@ def test_forked_child_gets_its_own_workers():
 
 # ------------------------------------------------------------------ load
 
-@pytest.mark.serial
 def test_a_loaded_machine_gives_the_same_verdicts_as_an_idle_one():
     """Busy processes on every core starve the verifier's workers; a check that missed its
     deadline that way is retried with a longer one, so the verdicts are those of an idle
