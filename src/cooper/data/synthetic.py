@@ -26,15 +26,14 @@ problems the rule can never pay: yes/no comparisons of two two-digit numbers ("I
 than 52?"), two problems of every three in each split (2,400 train, 600 validation, 600 test;
 the unordered pairs of numbers are dealt once into the splits, so no pair is in two). With a
 comparison every third (or every second) problem, the gold-paid policy of ``blind_cpu`` ended
-only 4-6 points above the rule-paid one in trials; with two of three, 9-15 over five seeds.
-Their worked
-solutions answer in words (``47 < 52. The answer is \\boxed{no}.``) and their references are
-truth values as a dataset of yes/no questions stores them (``False``): math-verify reads each
-word as the product of its letters, so no yes or no ever matches True or False, and the rule
-rejects every answer of the family, right or wrong; the gold judge reads both
-(:func:`cooper.verify.gold.read_boolean`). Comparing two numbers is a skill of its own: what a
-policy learns on the sums does not answer them. Half of each split's comparisons are true, so
-a policy that always says yes (or no) is right on half.
+only 4-6 points above the rule-paid one in trials; with two of three, 8-15 over ten seeds (0-4,
+then 5-9 with the design fixed). Their worked solutions answer in words (``47 < 52. The answer
+is \\boxed{no}.``) and their references are truth values as a dataset of yes/no questions stores
+them (``False``): math-verify reads each word as the product of its letters, so no yes or no
+ever matches True or False, and the rule rejects every answer of the family, right or wrong; the
+gold judge reads both (:func:`cooper.verify.gold.read_boolean`). Comparing two numbers is a
+skill of its own: what a policy learns on the sums does not answer them. Half of each split's
+comparisons are true, so a policy that always says yes (or no) is right on half.
 
 The tiny models warm-started on these problems (the CPU testbed of the tests and the
 reward-hacking experiment) are built by :mod:`cooper.experiment.testbed`.
