@@ -207,3 +207,20 @@ def test_a_moved_experiment_folder_uses_its_own_setup(tmp_path):
     legacy = {**stored, "policy": "/elsewhere/policy"}
     (here / "setup.json").write_text(json.dumps({"setup": legacy}))
     assert run_setup(exp, tmp_path / "here" / "seed-0").policy == "/elsewhere/policy"
+
+
+def test_the_judged_preset_is_hacking_cpu_with_blind_cpus_judged_arm():
+    """`hacking_cpu_judged`: the no-harm check of the judged arm where the rule is exact. Its
+    seeds must be hacking_cpu's (same setup, steps, final evaluation), and its arm blind_cpu's."""
+    base = load_experiment("hacking_cpu").validate()
+    judged = load_experiment("hacking_cpu_judged").validate()
+    assert judged.arm_list == [*base.arm_list, "cooper_judged"]
+    for arm in base.arm_list:
+        assert judged.arm_train(arm).to_dict() == base.arm_train(arm).to_dict()
+    assert (judged.setup, judged.rm_init, judged.probe, judged.final_eval) == (
+        base.setup, base.rm_init, base.probe, base.final_eval)
+    blind = load_experiment("blind_cpu").validate()
+    assert judged.arms["cooper_judged"] == blind.arms["cooper_judged"]
+    arm = judged.arm_train("cooper_judged")
+    assert (arm.reward.mode, arm.rm_update.labels, arm.judge.backend, arm.judge.budget) == (
+        "hybrid_cooper", "judge", "gold", 0.1)
