@@ -25,6 +25,16 @@ def cli_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now, for `accelerate launch --main_process_port` (accelerate
+    sets MASTER_PORT from that flag, 29500 when it is missing, whatever the environment says)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def run_cli(*args: str, check: bool = True, timeout: float = 600, cwd: Path | None = None,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run ``cooper ARGS`` as a user would, returning the finished process."""

@@ -113,19 +113,19 @@ def test_bad_setting_stops_before_any_work(tmp_path):
 
 def test_two_processes_keep_identical_reward_models(arith, tmp_path):
     """accelerate's multi-process launcher on CPU: gradients summed, replicas equal."""
-    import os
     import subprocess
     import sys
 
-    from conftest import cli_env
+    from conftest import cli_env, free_port
 
     out = tmp_path / "ddp"
     args = tiny_args(arith, out, "cooper", "assistant.backend=rewrite",
                      "rollout.micro_batch_size=2")
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
            "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+           "--main_process_port", str(free_port()),
            "--dynamo_backend", "no", "-m", "cooper", *args]
-    env = cli_env(MASTER_PORT=str(29500 + os.getpid() % 1000))
+    env = cli_env()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     replicas = json.loads((out / "rm_replicas.json").read_text())

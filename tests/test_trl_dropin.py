@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import cli_env, run_cli
+from conftest import cli_env, free_port, run_cli
 from test_train_smoke import metrics, tiny_args, weights
 
 pytestmark = pytest.mark.smoke  # a whole command or training run on tiny models
@@ -143,17 +143,16 @@ def test_a_released_verifyrm_pays_the_policy_in_cooper_train_and_the_example(ari
 def two_processes(arith, tmp_path_factory) -> Path:
     """The example under ``accelerate launch`` with two processes on CPU, each optimiser step
     taking half of a generation batch (``steps_per_generation=2``)."""
-    import os
-
     out = tmp_path_factory.mktemp("ddp") / "run"
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
            "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+           "--main_process_port", str(free_port()),
            "--dynamo_backend", "no", str(EXAMPLE), "--policy", str(arith / "policy"),
            "--reward-model", str(arith / "reward"), "--dataset", "arith_small", "--limit", "64",
            "--num-generations", "4", "--batch-size", "8", "--steps-per-generation", "2",
            "--max-completion-length", "48", "--max-steps", "4", "--save-steps", "1",
            "--output-dir", str(out)]
-    env = cli_env(MASTER_PORT=str(29500 + (os.getpid() + 7) % 1000))
+    env = cli_env()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return out
