@@ -8,23 +8,18 @@ so no single run can show it; the two-process runs of the example (test_trl_drop
 from __future__ import annotations
 
 import logging
-import socket
 
 import pytest
 import torch
 
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from conftest import free_port
 
 
 @pytest.fixture
 def group():
     import torch.distributed as dist
 
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{_port()}", rank=0,
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0,
                             world_size=1)
     yield dist
     if dist.is_initialized():

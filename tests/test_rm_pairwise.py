@@ -4,7 +4,6 @@ multi-process contract (identical weights everywhere, zero-pair processes includ
 from __future__ import annotations
 
 import math
-import socket
 
 import pytest
 import torch
@@ -146,12 +145,6 @@ def test_a_checkpoint_resumes_the_same_trajectory(tiny_models, tmp_path):
 # ----------------------------------------------------------------- two real processes
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _worker(rank: int, port: int, model_dir: str, out_dir: str) -> None:
     import torch.distributed as dist
 
@@ -176,7 +169,9 @@ def _worker(rank: int, port: int, model_dir: str, out_dir: str) -> None:
 def test_processes_end_with_identical_weights_equal_to_one_process(tiny_models, tmp_path):
     import torch.multiprocessing as mp
 
-    mp.spawn(_worker, args=(_free_port(), str(tiny_models.reward), str(tmp_path)), nprocs=2)
+    from conftest import free_port
+
+    mp.spawn(_worker, args=(free_port(), str(tiny_models.reward), str(tmp_path)), nprocs=2)
     r0 = torch.load(tmp_path / "rank0.pt", weights_only=True)
     r1 = torch.load(tmp_path / "rank1.pt", weights_only=True)
     assert (r0["pairs"], r1["pairs"]) == (3, 0)
