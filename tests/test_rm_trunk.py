@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from cooper.rm.model import RewardModel
-from cooper.rm.trunk import FrozenTrunk, trained_top_layers, unsupported
+from cooper.rm.trunk import FrozenTrunk, KeptStates, trained_top_layers, unsupported
 from cooper.rm.update import PairwiseUpdater
 from cooper.types import Triple
 
@@ -132,3 +132,43 @@ def test_the_kept_states_are_bounded(tiny_models):
     assert len(states) == 0  # nothing fits: the update computes them
     stats = updater.step(SCORED[:1], SCORED[2:3])
     assert stats.pairs == 1 and states.computed == 2 * 2 and states.reused == 0
+
+
+# ------------------------------------------- scoring again after an update (rm.trunk.KeptStates)
+
+def _rows_through(layer: torch.nn.Module) -> list[int]:
+    """Rows of every batch that enters ``layer`` from now on."""
+    rows: list[int] = []
+    layer.register_forward_pre_hook(lambda m, args, kwargs: rows.append(
+        (args[0] if args else kwargs["hidden_states"]).shape[0]), with_kwargs=True)
+    return rows
+
+
+def test_kept_states_score_an_updated_top_without_the_frozen_layers(rm):
+    triples = TRIPLES + SCORED + SCORED[:2]  # repeats are scored once
+    kept = KeptStates(1)
+    assert kept.score(rm, triples, batch_size=2) == pytest.approx(
+        rm.score(triples, batch_size=2), abs=1e-5)
+    assert len(kept) == len(set(triples)) == 6  # TRIPLES[0] is SCORED[0]
+    # an update of the top layer and the head, as Cooper's with rm_update.train_layers=1
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for p in [*rm.model.base_model.layers[1].parameters(), *rm.model.score.parameters()]:
+            p.add_(0.05 * torch.randn_like(p))
+    frozen_rows = _rows_through(rm.model.base_model.layers[0])
+    again = kept.score(rm, triples, batch_size=2)
+    assert sum(frozen_rows) <= kept.check  # only the check against the full model ran them
+    assert again == pytest.approx(rm.score(triples, batch_size=2), abs=1e-5)
+    assert kept.full_passes == 0
+
+
+def test_kept_states_of_other_frozen_layers_are_not_used(rm):
+    kept = KeptStates(1)
+    kept.score(rm, TRIPLES, batch_size=2)
+    with torch.no_grad():  # a frozen layer changed: the kept states no longer hold
+        for p in rm.model.base_model.layers[0].parameters():
+            p.add_(0.5 * torch.randn_like(p))
+    assert kept.score(rm, TRIPLES, batch_size=2) == pytest.approx(
+        rm.score(TRIPLES, batch_size=2), abs=1e-5)
+    assert kept.full_passes == 1
+    assert KeptStates(2).score(rm, TRIPLES) == pytest.approx(rm.score(TRIPLES), abs=1e-6)

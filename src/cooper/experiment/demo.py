@@ -29,7 +29,10 @@ Stages, each with its own progress bar, every artefact in one folder:
 7. write the run's report (``cooper report``: its totals in plain language and its curves,
    :mod:`cooper.report.run_report`);
 8. check the reward model that Cooper updated the same way as in stage 5, so that what the
-   online updates did to it shows before -> after (a result, with no bar on it);
+   online updates did to it shows before -> after (a result, with no bar on it). Cooper's
+   update trains only the top layers, so the frozen layers' output on the checks' inputs is
+   kept from stage 5 (:class:`cooper.rm.trunk.KeptStates`) and this check runs the top layers
+   alone;
 9. the hacking picture: a hook pointing at the experiment (``make experiment``);
 10. print a summary table of at most 100 columns (figures only), the Cooper stage step by step
    (the rollouts' accuracy, pairs, update, and the reward model on each step's new pairs
@@ -78,6 +81,7 @@ from cooper.rm.metrics import balanced_indices, binary_metrics
 from cooper.rm.model import RewardModel
 from cooper.rm.robustness import build_suite, format_suite, suite_problems, suite_report
 from cooper.rm.training import train_bce
+from cooper.rm.trunk import KeptStates
 from cooper.types import Triple
 from cooper.verify.verifier import verify_batch
 
@@ -137,7 +141,10 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
 
     _header(5, "check the VerifyRM: the robustness suite (cooper rm eval --suite) and held-out "
                "real completions")
-    summary.figures.update(_check(rm, s, out, "", stage))
+    # the frozen layers' output on the checks' inputs, kept for the same checks after Cooper,
+    # whose update trains only the top layers: the second check runs those alone
+    kept = KeptStates(s.rm_train_layers)
+    summary.figures.update(_check(rm, s, out, "", stage, kept))
     del rm
     release_freed_memory()  # or the reward model's training peak stays resident under RL's
 
@@ -162,9 +169,9 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
     _header(8, "what Cooper did to the VerifyRM: the same checks on the updated reward model")
     updated = RewardModel.load(result.output_dir / "reward_model", max_length=s.rm_max_length,
                                dtype=dtype)
-    summary.figures["after_cooper"] = _check(updated, s, out, "after Cooper: ", stage,
+    summary.figures["after_cooper"] = _check(updated, s, out, "after Cooper: ", stage, kept,
                                              suffix="_after_cooper")
-    del updated
+    del updated, kept
 
     _header(9, "the hacking picture")
     print(HACKING_HOOK, flush=True)
@@ -176,7 +183,7 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
     return summary
 
 
-def _check(rm: RewardModel, s: DemoSettings, out: Path, label: str, stage,
+def _check(rm: RewardModel, s: DemoSettings, out: Path, label: str, stage, kept: KeptStates,
            suffix: str = "") -> dict[str, Any]:
     """The recipe's checks of a reward model (the robustness suite, held-out real
     completions): their figures, each written to ``OUT/robustness{suffix}.json`` and
@@ -184,7 +191,7 @@ def _check(rm: RewardModel, s: DemoSettings, out: Path, label: str, stage,
     figures: dict[str, Any] = {}
     t0 = time.perf_counter()
     path = out / f"robustness{suffix}.json"
-    suite = _robustness(rm, s, path)
+    suite = _robustness(rm, s, path, kept)
     rate = suite.overall.false_positive_rate
     worst, kind = max((r.false_positive_rate, k) for k, r in suite.kinds.items())
     figures.update(suite_false_positive_rate=rate, suite_worst_kind=kind,
@@ -196,7 +203,7 @@ def _check(rm: RewardModel, s: DemoSettings, out: Path, label: str, stage,
           f"{kind} {worst:.1%}")
     t0 = time.perf_counter()
     path = out / f"real_completions{suffix}.json"
-    real = _real_completions(rm, s, path)
+    real = _real_completions(rm, s, path, kept)
     if real is None:
         stage(f"{label}real completions", t0, "not measured",
               detail=f"no completions of the embedded model ship for {s.dataset}")
@@ -206,8 +213,6 @@ def _check(rm: RewardModel, s: DemoSettings, out: Path, label: str, stage,
               path, f"accuracy {real['accuracy']:.3f} on {real['n']} held-out completions of "
               "the embedded model (half correct), never trained on")
     return figures
-
-
 
 
 def _write_mix(path: Path, s: DemoSettings) -> tuple[int, int]:
@@ -288,7 +293,8 @@ def _train_rm(data_file: Path, rm_dir: Path, s: DemoSettings, dtype: str) -> Rew
     return rm
 
 
-def _real_completions(rm: RewardModel, s: DemoSettings, path: Path) -> dict[str, Any] | None:
+def _real_completions(rm: RewardModel, s: DemoSettings, path: Path,
+                      kept: KeptStates) -> dict[str, Any] | None:
     """Accuracy on the shipped held-out completions of the embedded model (test split, never
     trained on), labelled by the verifier as ``cooper data label --policy verifier`` does and
     label-balanced as ``cooper rm eval --balance 0``: the recipe's third bar. None when none
@@ -305,7 +311,7 @@ def _real_completions(rm: RewardModel, s: DemoSettings, path: Path) -> dict[str,
     triples = [Triple(decided[i][0]["question"], decided[i][0]["reference"],
                       decided[i][0]["completion"]) for i in keep]
     labels = [decided[i][1] for i in keep]
-    m = binary_metrics(rm.score(triples, progress=True), labels)
+    m = binary_metrics(kept.score(rm, triples, progress=True), labels)
     result = {"file": str(shipped.path), "rows": len(rows), "decided": len(decided),
               "correct": sum(y for _, y in decided), "n": m.n, "accuracy": m.accuracy,
               "recall": m.recall, "auroc": m.auroc, "ece": m.ece, "bar": REAL_BAR}
@@ -315,9 +321,9 @@ def _real_completions(rm: RewardModel, s: DemoSettings, path: Path) -> dict[str,
     return result
 
 
-def _robustness(rm: RewardModel, s: DemoSettings, path: Path):
+def _robustness(rm: RewardModel, s: DemoSettings, path: Path, kept: KeptStates):
     items = build_suite(suite_problems(s.dataset, "test", s.suite_problems))
-    scores = rm.score([it.triple for it in items.items], progress=True)
+    scores = kept.score(rm, [it.triple for it in items.items], progress=True)
     report = suite_report(items, scores, dataset=f"{s.dataset}/test")
     print(format_suite(report))
     write_json(path, report.to_dict())

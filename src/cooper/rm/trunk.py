@@ -17,7 +17,8 @@ passes. The first batch is also computed both ways and must agree before the cac
 
 :class:`StepStates` applies the same idea to Cooper's online update (``rm_update.train_layers``):
 the step's scoring pass has just run the frozen layers on every rollout, so the update keeps
-their output instead of running them again.
+their output instead of running them again, and :class:`KeptStates` to scoring the same
+triples again with a reward model whose top layers changed.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from cooper.rm.calibration import apply_temperature
 from cooper.rm.model import RewardModel, agreement_tolerance, progress_bar
 from cooper.rm.prefix import batch_order, plan_groups, prefix_states
 
@@ -283,3 +285,67 @@ class StepStates:
         if not self.agrees:
             return self.trunk.rm.logits_of_ids(ids)
         return self.trunk.logits(ordered)
+
+
+class KeptStates:
+    """Scores triples with the frozen layers' output kept per input, so that a later version of
+    the reward model whose frozen layers are the same (only its top K layers, norm and score
+    head changed, as Cooper's update with ``rm_update.train_layers=K`` leaves it) is scored on
+    the same triples for the top K layers alone.
+
+    Why: ``cooper demo`` checks its reward model on the robustness suite and the held-out real
+    completions before Cooper's stage and again after it; the second check ran the 20 frozen
+    layers again on inputs they had already seen (ours, an optimisation with the same result).
+    Every call compares the cached path with the full model on a few inputs first, which also
+    catches a model whose frozen layers differ from the ones the states came from; where they
+    disagree, or the cache is unsupported, it scores with full forward passes.
+    """
+
+    def __init__(self, k: int, *, check: int = 4):
+        self.k, self.check = k, check
+        self._states: dict[tuple[int, ...], torch.Tensor] = {}  # token ids -> [L, H]
+        self.full_passes = 0  # calls that fell back to the full model
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def score(self, rm: RewardModel, triples: Sequence, *, batch_size: int = 16,
+              progress: bool = False) -> list[float]:
+        """``rm.score(triples)``, from kept states where they exist (computed and kept where
+        not)."""
+        import torch
+
+        ids = [rm.encode(t) for t in triples]
+        keys = [tuple(i) for i in ids]
+        missing = [k for k in dict.fromkeys(keys) if k not in self._states]
+        why = unsupported(rm, self.k, sum(len(k) for k in missing))
+        if why is not None:
+            log.info("frozen-layer states not kept (%s): full forward passes", why)
+            self.full_passes += 1
+            return rm.score(triples, batch_size=batch_size, progress=progress)
+        trunk = FrozenTrunk(rm, self.k)
+        if missing:
+            for key, state in zip(missing, trunk.states([list(k) for k in missing],
+                                                        batch_size=batch_size,
+                                                        progress=progress), strict=True):
+                self._states[key] = state
+        diff = trunk.agrees(ids[:self.check], [self._states[k] for k in keys[:self.check]])
+        if not diff <= agreement_tolerance(rm):
+            log.warning("kept frozen-layer states disagree with the full model by %.2g (its "
+                        "frozen layers changed?): full forward passes", diff)
+            self.full_passes += 1
+            return rm.score(triples, batch_size=batch_size, progress=progress)
+        distinct = list(dict.fromkeys(keys))
+        order = sorted(range(len(distinct)), key=lambda i: -len(distinct[i]))  # little padding
+        logit: dict[tuple[int, ...], float] = {}
+        was_training = rm.model.training
+        rm.model.eval()
+        try:
+            with torch.inference_mode():
+                for b in range(0, len(order), batch_size):
+                    batch = [distinct[i] for i in order[b:b + batch_size]]
+                    values = trunk.logits([self._states[k] for k in batch]).tolist()  # [B]
+                    logit.update(zip(batch, values, strict=True))
+        finally:
+            rm.model.train(was_training)
+        return apply_temperature([logit[k] for k in keys], rm.temperature)
