@@ -172,3 +172,4 @@ def test_kept_states_of_other_frozen_layers_are_not_used(rm):
         rm.score(TRIPLES, batch_size=2), abs=1e-5)
     assert kept.full_passes == 1
     assert KeptStates(2).score(rm, TRIPLES) == pytest.approx(rm.score(TRIPLES), abs=1e-6)
+    assert KeptStates(1).score(rm, []) == []

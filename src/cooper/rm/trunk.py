@@ -315,10 +315,13 @@ class KeptStates:
         not)."""
         import torch
 
+        if not triples:
+            return []
         ids = [rm.encode(t) for t in triples]
         keys = [tuple(i) for i in ids]
         missing = [k for k in dict.fromkeys(keys) if k not in self._states]
-        why = unsupported(rm, self.k, sum(len(k) for k in missing))
+        # the bound is on everything kept, not on this call's new inputs alone
+        why = unsupported(rm, self.k, sum(len(k) for k in (*self._states, *missing)))
         if why is not None:
             log.info("frozen-layer states not kept (%s): full forward passes", why)
             self.full_passes += 1
