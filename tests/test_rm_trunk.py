@@ -173,3 +173,17 @@ def test_kept_states_of_other_frozen_layers_are_not_used(rm):
     assert kept.full_passes == 1
     assert KeptStates(2).score(rm, TRIPLES) == pytest.approx(rm.score(TRIPLES), abs=1e-6)
     assert KeptStates(1).score(rm, []) == []
+
+
+def test_kept_states_stop_at_their_bound_counting_every_kept_input(rm):
+    """A second call whose new inputs fit the bound alone, but not with what is kept already,
+    scores with full passes and keeps nothing more."""
+    first, second = TRIPLES[:2], [Triple("What is 2+2?", "4", "2+2=4. #### 4")]
+    bytes_per_token = rm.model.config.hidden_size * 4  # float32
+    kept_tokens = sum(len(rm.encode(t)) for t in first)
+    kept = KeptStates(1, max_bytes=kept_tokens * bytes_per_token)
+    assert kept.score(rm, first, batch_size=2) == pytest.approx(rm.score(first), abs=1e-5)
+    assert kept.full_passes == 0 and len(kept) == 2
+    assert len(rm.encode(second[0])) <= kept_tokens  # alone it would fit
+    assert kept.score(rm, second) == pytest.approx(rm.score(second), abs=1e-5)
+    assert kept.full_passes == 1 and len(kept) == 2

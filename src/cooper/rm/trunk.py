@@ -301,8 +301,8 @@ class KeptStates:
     disagree, or the cache is unsupported, it scores with full forward passes.
     """
 
-    def __init__(self, k: int, *, check: int = 4):
-        self.k, self.check = k, check
+    def __init__(self, k: int, *, check: int = 4, max_bytes: int = DEFAULT_MAX_CACHE_BYTES):
+        self.k, self.check, self.max_bytes = k, check, max_bytes
         self._states: dict[tuple[int, ...], torch.Tensor] = {}  # token ids -> [L, H]
         self.full_passes = 0  # calls that fell back to the full model
 
@@ -321,7 +321,8 @@ class KeptStates:
         keys = [tuple(i) for i in ids]
         missing = [k for k in dict.fromkeys(keys) if k not in self._states]
         # the bound is on everything kept, not on this call's new inputs alone
-        why = unsupported(rm, self.k, sum(len(k) for k in (*self._states, *missing)))
+        why = unsupported(rm, self.k, sum(len(k) for k in (*self._states, *missing)),
+                          self.max_bytes)
         if why is not None:
             log.info("frozen-layer states not kept (%s): full forward passes", why)
             self.full_passes += 1
