@@ -55,6 +55,7 @@ def test_cli_lists_an_incomplete_cache(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_prepare_is_a_fast_noop_and_rebuilds_a_truncated_cache(tmp_path):
     # the developer's/CI's real cache, prepared once (tens of seconds the first time)
     run_cli("models", "prepare", timeout=900)

@@ -94,6 +94,7 @@ def test_429_waits_what_retry_after_asks(server):
     assert gap >= 0.2  # the server's Retry-After, not the 1 ms backoff
 
 
+@pytest.mark.serial
 def test_429_asking_too_long_a_wait_fails_at_once(server):
     server.retry_after = 30
     server.script("http_429")
@@ -249,6 +250,7 @@ def test_bad_settings_raise_a_user_error(bad):
     assert "sk-this" not in str(e.value)
 
 
+@pytest.mark.serial
 def test_close_cancels_requests_in_flight_instead_of_hanging(server):
     server.slow_s = 5
     server.fail_next("slow")

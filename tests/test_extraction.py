@@ -89,6 +89,7 @@ def test_plain_number_limits():
     assert plain_number("1/2") is None and plain_number("1e5") is None
 
 
+@pytest.mark.serial
 def test_hostile_text_is_fast():
     cases = [
         "\\boxed{" * 150_000,                      # 1 MB of unbalanced boxes

@@ -52,6 +52,7 @@ def test_a_trunk_name_needs_a_positive_layer_count():
             resolve(name)
 
 
+@pytest.mark.serial
 def test_unreachable_hub_fails_fast_with_offline_options(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path))
