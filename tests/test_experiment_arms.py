@@ -214,7 +214,7 @@ def test_the_judged_preset_is_hacking_cpu_with_blind_cpus_judged_arm():
     seeds must be hacking_cpu's (same setup, steps, final evaluation), and its arm blind_cpu's."""
     base = load_experiment("hacking_cpu").validate()
     judged = load_experiment("hacking_cpu_judged").validate()
-    assert judged.arm_list == [*base.arm_list, "cooper_judged"]
+    assert judged.arm_list == [*base.arm_list, "cooper_judged", "cooper_judged_read"]
     for arm in base.arm_list:
         assert judged.arm_train(arm).to_dict() == base.arm_train(arm).to_dict()
     assert (judged.setup, judged.rm_init, judged.probe, judged.final_eval) == (
@@ -224,3 +224,7 @@ def test_the_judged_preset_is_hacking_cpu_with_blind_cpus_judged_arm():
     arm = judged.arm_train("cooper_judged")
     assert (arm.reward.mode, arm.rm_update.labels, arm.judge.backend, arm.judge.budget) == (
         "hybrid_cooper", "judge", "gold", 0.1)
+    read = judged.arm_train("cooper_judged_read")  # the same arm, the rule's read "no" paid 0
+    assert read.reward.hybrid_scores == "unread" and arm.reward.hybrid_scores == "rejected"
+    assert ({**read.to_dict(), "reward": {**read.to_dict()["reward"], "hybrid_scores": "x"}}
+            == {**arm.to_dict(), "reward": {**arm.to_dict()["reward"], "hybrid_scores": "x"}})

@@ -390,3 +390,32 @@ def test_the_drop_in_takes_a_judge(arith):
     with pytest.raises(ConfigError, match="mode='rule'"):
         CooperRewardFunction(arith / "reward", mode="cooper", judge=GoldJudge(),
                              judge_rejected=True)
+
+
+def test_hybrid_pay_can_leave_the_rules_read_no_at_zero(arith):
+    """reward.hybrid_scores=unread: a rejection where the rule read two different numbers is
+    paid 0, as the rule pays it; the reward model's score pays only where the rule could not
+    read the answer (its "no" says nothing)."""
+    from cooper.rl import CooperRewardFunction
+
+    prompts = [[{"role": "user", "content": "What is 50 + 5?"}]] * 4
+    batch = [[{"role": "assistant", "content": c}] for c in
+             ["\\boxed{55}", "\\boxed{54}", "\\boxed{fifty-five}", "no idea"]]
+
+    def pay(scores: str) -> list[float]:
+        paid = CooperRewardFunction(arith / "reward", mode="hybrid", hybrid_scores=scores,
+                                    negatives="rollouts")
+        return paid(prompts=prompts, completions=batch, reference=["55"] * 4)
+
+    every, unread = pay("rejected"), pay("unread")
+    assert every[0] == unread[0] == 1.0  # the rule's yes
+    assert every[1] > 0.0 and unread[1] == 0.0  # 54: read, a different number
+    assert unread[2:] == every[2:] and all(x > 0.0 for x in every[2:])  # unread: the score
+    cfg = ["reward.mode=hybrid_cooper", "reward.model=m", "reward.hybrid_scores=unread"]
+    assert load_config(None, cfg).validate().plan().read_no_pays_zero
+    for extra, message in [(["reward.hybrid_scores=some"], "reward.hybrid_scores"),
+                           (["reward.mode=cooper"], "use hybrid or hybrid_cooper")]:
+        with pytest.raises(ConfigError, match=message):
+            load_config(None, cfg + extra).validate()
+    with pytest.raises(ConfigError, match="hybrid_scores=unread"):
+        CooperRewardFunction(arith / "reward", mode="cooper", hybrid_scores="unread")

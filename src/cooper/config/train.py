@@ -136,6 +136,8 @@ class RewardPlan:
     pays: Payer
     stage2: Stage2
     scores_with_rm: bool  # score every rollout with the reward model (paid or only logged)
+    # hybrid pay, "unread": a "no" the rule read (two different numbers) pays 0, as the rule's
+    read_no_pays_zero: bool = False
 
     @property
     def pays_with_rm(self) -> bool:
@@ -147,13 +149,19 @@ MODES = ("rule", "rm", "cooper", "hybrid", "hybrid_cooper")
 UPDATING_MODES = ("cooper", "hybrid_cooper")  # the reward model is updated online (Stage 2)
 PAIR_LOSSES = ("bradley_terry", "margin")  # rm_update.loss (cooper.rm.losses)
 NEGATIVE_SOURCES = ("assistant", "rollouts", "both")  # rm_update.negatives
+HYBRID_SCORES = ("rejected", "unread")  # reward.hybrid_scores
 
 
 def reward_plan(mode: str, *, has_rm: bool, pair_metrics: bool = True,
-                monitor: bool = True) -> RewardPlan:
+                monitor: bool = True, hybrid_scores: str = "rejected") -> RewardPlan:
     """What pays the policy and what Stage 2 does, from ``reward.mode`` (the only place that
-    reads it) and the reward model's presence."""
+    reads it), ``reward.hybrid_scores`` and the reward model's presence."""
     choice("reward.mode", mode, MODES)
+    choice("reward.hybrid_scores", hybrid_scores, HYBRID_SCORES)
+    if hybrid_scores != "rejected" and not mode.startswith("hybrid"):
+        raise ConfigError(f"reward.hybrid_scores={hybrid_scores} chooses what the reward model "
+                          f"pays in the hybrid modes, not in reward.mode={mode}: use hybrid or "
+                          "hybrid_cooper")
     pays = (Payer.VERIFIER if mode == "rule" else Payer.HYBRID if mode.startswith("hybrid")
             else Payer.REWARD_MODEL)
     if mode in UPDATING_MODES:
@@ -162,7 +170,8 @@ def reward_plan(mode: str, *, has_rm: bool, pair_metrics: bool = True,
         stage2 = Stage2.MEASURE  # the same pairs, to show how a frozen reward model ranks
     else:
         stage2 = Stage2.OFF
-    return RewardPlan(pays, stage2, has_rm and (pays is not Payer.VERIFIER or monitor))
+    return RewardPlan(pays, stage2, has_rm and (pays is not Payer.VERIFIER or monitor),
+                      read_no_pays_zero=pays is Payer.HYBRID and hybrid_scores == "unread")
 
 
 @dataclass
@@ -184,6 +193,8 @@ class RewardConfig:
     monitor_every: int = 1
     """in rule mode, score with the reward model on every Nth step only (1: every step): the
     policy trains the same, its hacking curves have a point every N steps"""
+    hybrid_scores: str = "rejected"
+    """in the hybrid modes, which of the rule's rejections the reward model's score pays: 'rejected' (every one) or 'unread' (only where the rule could not read the answer or the reference as a number; where it read both as different numbers it pays 0, as the rule does)"""
     judge_rejected: bool = False
     """in rule mode, ask the judge (judge.*) about every rollout the rule rejects and pay 1 where it says right (TinyV's design: the judge as the rule's fallback, no reward model); each distinct answer to a problem is asked once"""
 
@@ -508,7 +519,8 @@ class TrainConfig:
     def plan(self) -> RewardPlan:
         """What pays the policy and what Stage 2 does (:func:`reward_plan`)."""
         return reward_plan(self.reward.mode, has_rm=bool(self.reward.model),
-                           pair_metrics=self.rm_update.pair_metrics, monitor=self.reward.monitor)
+                           pair_metrics=self.rm_update.pair_metrics, monitor=self.reward.monitor,
+                           hybrid_scores=self.reward.hybrid_scores)
 
     def uses_assistant(self) -> bool:
         """Stage 2 writes negatives from positives (``rm_update.negatives`` assistant or both)."""

@@ -141,13 +141,13 @@ class CooperRewardFunction:
     ``"rule"`` (the verifier pays; the reward model, if given, is only scored, to log the
     hacking signals), ``"hybrid"`` (the verifier pays 1 where it accepts, the frozen reward
     model's score elsewhere: for a verifier that misses right answers) or ``"hybrid_cooper"``
-    (the same, the reward model updated every step). ``reference_column``: the dataset column with each problem's final
-    answer; ``question_column``: the one with its text (None, the default: the prompt's last
-    user message, less this project's boxed-answer instruction; a named column that the
-    dataset lacks is an error);
-    ``id_column``: a problem id (None: the question groups the samples). The reward-model
-    update's settings are :class:`~cooper.config.train.RMUpdateConfig`'s, given as an object
-    (``rm_update=``) or as keywords (``negatives="rollouts", loss="margin", epochs=3,
+    (the same, updated every step); ``hybrid_scores="unread"`` pays 0 where the rule read two
+    different numbers (``reward.hybrid_scores``). ``reference_column``: the dataset column with
+    each problem's final answer; ``question_column``: the one with its text (None: the prompt's
+    last user message, less this project's boxed-answer instruction; a named column the dataset
+    lacks is an error); ``id_column``: a problem id (None: the question groups the samples).
+    The reward-model update's settings are :class:`~cooper.config.train.RMUpdateConfig`'s,
+    given as an object (``rm_update=``) or as keywords (``negatives="rollouts", loss="margin", epochs=3,
     train_layers=4, lr=1e-5, ...``). ``negatives="assistant"`` or ``"both"`` needs ``assistant``
     (:class:`~cooper.config.train.AssistantConfig`: an endpoint, the rule rewrite, or a local
     model with its own ``model``). ``dtype="bfloat16"`` computes the reward model in bfloat16
@@ -172,7 +172,7 @@ class CooperRewardFunction:
                  max_length: int | None = None, dtype: str = "float32", seed: int = 0,
                  judge: Judge | JudgeConfig | None = None, judge_rejected: bool = False,
                  judge_budget: float = 0.1, judge_threshold: float = 0.5,
-                 **rm_update_settings: Any):
+                 hybrid_scores: str = "rejected", **rm_update_settings: Any):
         known = {f.name for f in fields(RMUpdateConfig)}
         unknown = sorted(set(rm_update_settings) - known)
         if unknown:
@@ -180,7 +180,7 @@ class CooperRewardFunction:
                               f"reward-model update's are: {', '.join(sorted(known))}")
         update = replace(rm_update or RMUpdateConfig(), **rm_update_settings).check()
         plan = reward_plan(mode, has_rm=reward_model is not None,
-                           pair_metrics=update.pair_metrics)
+                           pair_metrics=update.pair_metrics, hybrid_scores=hybrid_scores)
         asked, judge_budget, judge_threshold = drop_in_judge(
             judge, labels=update.labels, judge_rejected=judge_rejected, mode=mode, seed=seed,
             updates=plan.stage2 is Stage2.UPDATE, budget=judge_budget,
