@@ -147,8 +147,8 @@ class CooperRewardFunction:
     last user message, less this project's boxed-answer instruction; a named column the dataset
     lacks is an error); ``id_column``: a problem id (None: the question groups the samples).
     The reward-model update's settings are :class:`~cooper.config.train.RMUpdateConfig`'s,
-    given as an object (``rm_update=``) or as keywords (``negatives="rollouts", loss="margin", epochs=3,
-    train_layers=4, lr=1e-5, ...``). ``negatives="assistant"`` or ``"both"`` needs ``assistant``
+    given as an object (``rm_update=``) or as keywords (``negatives="rollouts", epochs=3,
+    lr=1e-5, ...``). ``negatives="assistant"`` or ``"both"`` needs ``assistant``
     (:class:`~cooper.config.train.AssistantConfig`: an endpoint, the rule rewrite, or a local
     model with its own ``model``). ``dtype="bfloat16"`` computes the reward model in bfloat16
     and keeps float32 master copies of the weights it trains.
