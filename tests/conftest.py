@@ -28,12 +28,6 @@ def pytest_configure(config):
             sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
-def pytest_collection_modifyitems(config, items):
-    # The slow tests (minutes each) first, the rest in their order: with the files spread over
-    # two workers (make test), a slow file handed out last would leave the other worker idle.
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-
-
 def cli_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(SRC), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)

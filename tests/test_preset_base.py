@@ -155,7 +155,8 @@ def test_hacking_cpu_is_the_fifth_round_with_validation_every_25_steps():
     testbed's settings, each at its default, which leaves the rule the judge and the rollout
     negatives as they were; and the rule arm's reward model watches every 5th step, which its
     policy does not see (reward.monitor_every). The judge's settings came after too: no judge
-    (judge.backend none), so nothing is judged, paid by a judge or replayed."""
+    (judge.backend none), so nothing is judged, paid by a judge or replayed; and the hybrid
+    pay's scope (reward.hybrid_scores), at its default, which no arm of it uses."""
     v5 = leaves(yaml.safe_load((DATA / "hacking_cpu_v5_resolved.yaml").read_text()))
     now = leaves(load_experiment("hacking_cpu").validate().to_dict())
     judge = {k for k in now if k[:2] == ("train", "judge")}
@@ -168,7 +169,8 @@ def test_hacking_cpu_is_the_fifth_round_with_validation_every_25_steps():
              ("train", "rm_update", "negatives_readable"): False,
              ("train", "reward", "monitor_every"): 1, ("arms", "rule", "reward.monitor_every"): 5,
              ("train", "reward", "judge_rejected"): False, ("train", "rm_update", "labels"): "rule",
-             ("train", "rm_update", "replay"): 0, ("train", "rm_update", "replay_file"): None}
+             ("train", "rm_update", "replay"): 0, ("train", "rm_update", "replay_file"): None,
+             ("train", "reward", "hybrid_scores"): "rejected"}
     assert set(now) == set(v5) | set(added)
     assert {k: now[k] for k in added} == added
     assert {k: (v5[k], now[k]) for k in v5 if now[k] != v5[k]} == {
