@@ -53,9 +53,10 @@ experiment: setup
 	$(BIN)/cooper experiment hacking --preset hacking_cpu --out $(EXP_OUT) --seeds $(SEEDS) --jobs 2
 
 # One seed of the blind-rule testbed (the rule misses right answers in words and never pays a
-# yes/no comparison; eight arms: the rule, the gold judge, a judge on every rejection, Cooper
-# with rollout negatives, with judged labels, with a noisy judge, with replay): setup, arms,
-# report; see docs/experiment_blind.md. More seeds: make experiment-blind SEEDS=0,1,2,3,4.
+# yes/no comparison; nine arms: the rule, the gold judge, a judge on every rejection (perfect,
+# noisy), Cooper with rollout negatives, with judged labels, with a noisy judge, with replay,
+# judged with the rule's read "no" paid 0): setup, arms, report; see docs/experiment_blind.md.
+# More seeds: make experiment-blind SEEDS=0,1,2,3,4.
 BLIND_OUT ?= runs/blind
 experiment-blind: setup
 	$(BIN)/cooper experiment hacking --preset blind_cpu --out $(BLIND_OUT) --seeds $(SEEDS) --jobs 2
