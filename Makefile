@@ -24,11 +24,13 @@ $(STAMP): pyproject.toml constraints.txt
 
 # What CI runs: every tier but the GPU one (slow tests included). Test files run TEST_JOBS at a
 # time (pytest-xdist; each worker and the commands it starts use one math thread, see
-# tests/conftest.py), then the tests that assert a wall-clock bound (marker serial) run alone.
+# tests/conftest.py), the files with a slow test first (they take minutes each, so they start at
+# once instead of last; --no-loadscope-reorder keeps that order), then the tests that assert a
+# wall-clock bound (marker serial) run alone.
 # The 30 slowest tests are listed, to see where the time goes.
 TEST_JOBS ?= 2
 test: setup
-	$(BIN)/python -m pytest -m "not gpu and not serial" -q -n $(TEST_JOBS) --dist loadfile --durations=30
+	$(BIN)/python -m pytest -m "not gpu and not serial" -q -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder --durations=30
 	$(BIN)/python -m pytest -m "not gpu and serial" -q
 
 # Unit and smoke tiers only (no slow test, no embedded model): the quick loop while developing.

@@ -28,6 +28,15 @@ def pytest_configure(config):
             sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
+def pytest_collection_modifyitems(config, items):
+    # Files holding a slow test (the embedded model: minutes each) first, the rest in their
+    # order, tests of a file kept together. make test hands out files in this order (pytest-xdist's
+    # --no-loadscope-reorder), so the long files start at once on both workers instead of running
+    # last on one of them while the other idles.
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)  # stable: False (slow) first
+
+
 def cli_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(SRC), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
