@@ -20,10 +20,15 @@ def _distinct(values: list[Any]) -> str:
     return " / ".join(dict.fromkeys(map(str, values)))
 
 
+def _band(lo: float | None, hi: float | None) -> str:
+    """A band of shares in percent; an unset bound (the check off on that side) is 0 or 100."""
+    return f"{100 * (lo or 0):g} to {100 * (hi if hi is not None else 1):g}"
+
+
 def _policy_check(checks: list[dict[str, Any]], seeds: int) -> str:
     """The initial policy's held-out accuracy over seeds, where it was measured and the band
     it had to fall in (``setup.json``'s ``policy_check``)."""
-    band = _distinct([f"{100 * lo:g} to {100 * hi:g}" for lo, hi in (c["band"] for c in checks)])
+    band = _distinct([_band(lo, hi) for lo, hi in (c["band"] for c in checks)])
     return (f"{fmt(spread([c['accuracy'] for c in checks]), 2, 100, of=seeds)} on "
             f"{_distinct([c['benchmark'] for c in checks])} "
             f"({_distinct([c['problems'] for c in checks])} problems x "
@@ -57,8 +62,7 @@ def setup_rows(done: list[dict[str, Any]]) -> list[list[str]]:
                      _policy_check([s["policy_check"] for s in done if "policy_check" in s], n)])
     checks = [s["policy_check"] for s in done if "rule_missed" in s.get("policy_check", {})]
     if checks:  # the gold judge scored: what the rule misses at the start, and the band
-        band = _distinct([f"{100 * (lo or 0):g} to {100 * (hi if hi is not None else 1):g}"
-                          for lo, hi in (c["rule_missed_band"] for c in checks)])
+        band = _distinct([_band(lo, hi) for lo, hi in (c["rule_missed_band"] for c in checks)])
         rows += [["initial policy's accuracy by the rule (%)",
                   fmt(spread([c["rule_accuracy"] for c in checks]), 2, 100, of=n)],
                  ["right answers the rule rejects at the start (%)",
@@ -67,9 +71,9 @@ def setup_rows(done: list[dict[str, Any]]) -> list[list[str]]:
                   fmt(spread([c["rule_missed_form"] for c in checks]), 2, 100, of=n)]]
     recall = [s["rm_recall"] for s in done if "rm_recall" in s]
     if recall:
-        rows += [[f"initial RM's recall on them{what} (%)",
-                  fmt(spread([r[key] for r in recall if r[key] is not None]), 2, 100, of=n)]
+        rows += [[f"initial RM's recall on them{what} (%)", fmt(spread(xs), 2, 100, of=n)]
                  for what, key in (("", "recall_missed"),
                                    (", reference in digits", "recall_missed_form"),
-                                   (", reference in words", "recall_missed_reference"))]
+                                   (", reference in words", "recall_missed_reference"))
+                 if (xs := [r[key] for r in recall if r.get(key) is not None])]
     return rows
