@@ -1,5 +1,6 @@
 """``cooper experiment hacking``: rule vs. fixed RM vs. Cooper, per seed (see
-:mod:`cooper.experiment`)."""
+:mod:`cooper.experiment`); ``cooper experiment rm-check``: each arm's reward model before and
+after, on the same answers (:mod:`cooper.experiment.rm_check`)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     h.add_argument("--no-report", action="store_true",
                    help="do not write the report at the end (`cooper report OUT` does it later)")
     h.set_defaults(func=_hacking)
+    c = kinds.add_parser(
+        "rm-check", help="each arm's reward model before and after, on the same answers",
+        description="Score one fixed set of test answers with the seed's initial reward model "
+                    "and with each finished arm's final one: recall on the right answers the "
+                    "rule rejects and false positives on the wrong answers it cannot read, "
+                    "with the answers gained and lost and an exact sign test. The answers: the "
+                    "initial policy's and the arm's final policy's samples on the test "
+                    "benchmarks, judged by the gold judge (a blind-rule preset such as "
+                    "blind_cpu). Writes rm_check.json into each arm's folder; `cooper report "
+                    "OUT` then shows it.",
+        epilog="example: cooper experiment rm-check runs/blind --arms cooper_judged_read")
+    c.add_argument("out", metavar="OUT", help="experiment folder")
+    c.add_argument("--arms", default=None, metavar="A,B,...",
+                   help="those arms only (default: every finished arm whose reward model is "
+                        "updated online)")
+    c.add_argument("--seeds", default=None, metavar="S,S,...",
+                   help="those seeds only (default: every seed of the folder)")
+    c.set_defaults(func=_rm_check)
 
 
 def _hacking(args: argparse.Namespace) -> int:
@@ -76,4 +95,21 @@ def _hacking(args: argparse.Namespace) -> int:
 
         paths = build_report(args.out)
         print(f"report: {paths.html} (also {paths.markdown.name})")
+    return 0
+
+
+def _rm_check(args: argparse.Namespace) -> int:
+    from cooper.config.experiment import parse_seeds
+    from cooper.experiment.rm_check import run_rm_check
+    from cooper.report.rm_check_table import rm_check_rows
+
+    arms = [a.strip() for a in args.arms.split(",") if a.strip()] if args.arms else None
+    seeds = parse_seeds(args.seeds) if args.seeds is not None else None
+    results = run_rm_check(args.out, arms=arms, seeds=seeds)
+    rows = rm_check_rows([r for by_arm in results.values() for r in by_arm.values()])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(x.ljust(w) for x, w in zip(r, widths, strict=True)).rstrip())
+    print(f"written: {args.out}/seed-S/arms/ARM/rm_check.json; `cooper report {args.out}` "
+          "shows them")
     return 0

@@ -17,32 +17,25 @@ from __future__ import annotations
 import logging
 import statistics
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from cooper.config.experiment import ExperimentConfig
 from cooper.data.problems import benchmark_label, load_problems
-from cooper.eval.sampling import evaluate_problems
+from cooper.eval.sampling import BenchmarkResult, evaluate_problems
 from cooper.infra.files import write_json
 from cooper.infra.generation import HFGenerator, SamplingConfig, VLLMGenerator
+from cooper.types import Problem
 
 log = logging.getLogger(__name__)
 
 
 def evaluate_policy(exp: ExperimentConfig, model: str, path: Path) -> dict[str, Any]:
     """The policy on every benchmark (``final_eval``); written to ``path`` and returned."""
-    e = exp.final_eval
     t0 = time.perf_counter()
-    gen = (VLLMGenerator.load(model) if e.backend == "vllm"
-           else HFGenerator.load(model, batch_size=e.batch_size, dtype=exp.train.policy.dtype))
-    sampling = SamplingConfig(n=e.samples, temperature=e.temperature, top_p=e.top_p,
-                              max_new_tokens=e.max_new_tokens, seed=exp.train.seed)
     scores: dict[str, Any] = {}
-    for name, split in exp.benchmark_list():
-        label = benchmark_label(name, split)  # as `cooper eval` names it
-        problems = list(load_problems(name, split, limit=e.limit))
-        r = evaluate_problems(gen, problems, sampling, benchmark=label,
-                              verify_mode=exp.held_out_mode())
+    for label, problems, r in sample_policy(exp, model):
         scores[label] = {"accuracy": r.metrics.accuracy, "problems": r.metrics.num_problems,
                          "samples": r.metrics.samples_per_problem,
                          "mean_tokens": r.metrics.mean_tokens}
@@ -59,6 +52,22 @@ def evaluate_policy(exp: ExperimentConfig, model: str, path: Path) -> dict[str, 
         result["families"] = families
     write_json(path, result, default=str)
     return result
+
+
+def sample_policy(exp: ExperimentConfig, model: str
+                  ) -> Iterator[tuple[str, list[Problem], BenchmarkResult]]:
+    """The policy's samples on each benchmark, judged as held-out answers are (``final_eval``'s
+    problems, sampling and seed): (label, problems, result), one benchmark at a time."""
+    e = exp.final_eval
+    gen = (VLLMGenerator.load(model) if e.backend == "vllm"
+           else HFGenerator.load(model, batch_size=e.batch_size, dtype=exp.train.policy.dtype))
+    sampling = SamplingConfig(n=e.samples, temperature=e.temperature, top_p=e.top_p,
+                              max_new_tokens=e.max_new_tokens, seed=exp.train.seed)
+    for name, split in exp.benchmark_list():
+        label = benchmark_label(name, split)  # as `cooper eval` names it
+        problems = list(load_problems(name, split, limit=e.limit))
+        yield label, problems, evaluate_problems(gen, problems, sampling, benchmark=label,
+                                                 verify_mode=exp.held_out_mode())
 
 
 def family_accuracies(samples, problems) -> dict[str, float] | None:

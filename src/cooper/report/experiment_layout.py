@@ -6,7 +6,8 @@ OUT/experiment.json        software versions, one entry per session
 OUT/seed-S/setup/          what every arm of seed S starts from (setup.json written last)
 OUT/seed-S/arms/ARM/       a `cooper train` run folder + trained.json, final_eval.json, arm.json
                            and, when the last policies are scored, final_eval_last.json (their
-                           mean: the headline) and final_eval.step-N.json (one kept policy)
+                           mean: the headline) and final_eval.step-N.json (one kept policy);
+                           rm_check.json where `cooper experiment rm-check` ran
 OUT/report/                written by `cooper report`
 ```
 
@@ -32,6 +33,8 @@ SETTINGS_FILE = "experiment.yaml"
 STATUS_FILE = "experiment.json"
 LAST_POLICIES_FILE = "final_eval_last.json"
 """an arm's headline: the mean over its last policies (``final_eval.policies``)"""
+RM_CHECK_FILE = "rm_check.json"
+"""an arm's reward model before and after, on the same answers (``cooper experiment rm-check``)"""
 
 
 def seed_dir(out: str | Path, seed: int) -> Path:

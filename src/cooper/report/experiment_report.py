@@ -38,6 +38,7 @@ from cooper.infra.files import read_json
 from cooper.report.document import Block, ReportPaths, write_report
 from cooper.report.experiment_layout import (
     LAST_POLICIES_FILE,
+    RM_CHECK_FILE,
     SETTINGS_FILE,
     STATUS_FILE,
     arm_dir,
@@ -58,6 +59,7 @@ from cooper.report.experiment_tables import (
 )
 from cooper.report.figures import Arm, Run
 from cooper.report.plots import arm_label, make_plots
+from cooper.report.rm_check_table import rm_check_rows, rm_check_sentences
 from cooper.report.validity import (
     SeedValidity,
     invalid_seeds,
@@ -190,6 +192,25 @@ def verdict_blocks(arms: list[Arm], validities: dict[int, SeedValidity],
     ]
 
 
+def rm_check_blocks(checks: list[dict[str, Any]]) -> list[Block]:
+    """The reward models before and after, on the same answers, where `cooper experiment
+    rm-check` wrote them; nothing otherwise."""
+    if not checks:
+        return []
+    return [("h2", "The reward model before and after, on the same answers"),
+            ("p", "`cooper experiment rm-check`: each arm's final reward model and the seed's "
+                  "initial one score the same test answers, the initial policy's and the arm's "
+                  "final policy's (the final evaluation's samples), judged by the gold judge. "
+                  "Recall: of the right answers the rule rejects, the share called right "
+                  "(probability >= 0.5); gained / lost: answers only the final / only the "
+                  "initial model calls right, with the exact two-sided sign test on them; "
+                  "beside it the share of the wrong answers the rule cannot read that each "
+                  "model calls right. Unlike gold/rm_recall_missed, the policy's drift cannot "
+                  "move these figures: only the reward model's update can."),
+            ("ul", rm_check_sentences(checks)),
+            ("table", rm_check_rows(checks))]
+
+
 def incomplete_note(arms: list[Arm], seeds: list[int], setups: list[dict | None]) -> str:
     """What is not finished yet, and whose headline is over fewer policies; '' for neither."""
     missing = [f"{r.name} (seed {r.seed})" for a in arms for r in a.runs if r.final is None]
@@ -242,6 +263,8 @@ def build_report(folder: str | Path, out: str | Path | None = None) -> ReportPat
         ("p", "From the raw per-step records (metrics.jsonl of each run); over several seeds: "
               "the mean (min to max) of the seeds' figures."),
         ("table", figures_table(arms)),
+        *rm_check_blocks([c for a in arms for _, f in seeds
+                          if (c := read_json(arm_dir(f, a.name) / RM_CHECK_FILE))]),
         ("h2", "Curves"), ("p", BAND),
         *[("figure", p, CAPTIONS.get(p.name, "")) for p in plots],
         ("h2", "Arms"), ("table", arms_table(settings)),

@@ -1,0 +1,120 @@
+"""`cooper experiment rm-check`: an arm's reward model before and after, on the same answers.
+
+The maths on hand-made verdicts; then the real command on a two-step run of the blind-rule
+testbed (its shipped policy, a tiny random reward model), checked against what the arm's own
+final evaluation scored.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from conftest import run_cli
+from cooper.experiment.rm_check import paired, sign_test
+from cooper.report.rm_check_table import rm_check_rows, rm_check_sentences
+
+
+def test_the_sign_test_is_exact_and_two_sided():
+    assert sign_test(0, 0) is None  # nothing changed: no test
+    assert sign_test(0, 5) == pytest.approx(2 / 32) == sign_test(5, 0)
+    assert sign_test(3, 3) == 1.0
+    # 1 of 10: P(X <= 1) = 11/1024, doubled
+    assert sign_test(1, 9) == pytest.approx(22 / 1024)
+
+
+def test_paired_verdicts_count_what_each_model_calls_right():
+    before = [0.9, 0.2, 0.7, 0.4, float("nan"), 0.5]
+    after = [0.8, 0.6, 0.1, 0.3, 0.9, 0.49]
+    p = paired(before, after)
+    # the NaN answer is left out; 0.5 is "right" (the threshold is inclusive), 0.49 is not
+    assert p.answers == 5
+    assert p.before == pytest.approx(3 / 5) and p.after == pytest.approx(2 / 5)
+    assert (p.gained, p.lost) == (1, 2)
+    assert p.p_value == pytest.approx(1.0)
+    empty = paired([], [])
+    assert (empty.answers, empty.before, empty.after, empty.p_value) == (0, None, None, None)
+    with pytest.raises(ValueError, match="one score per answer"):
+        paired([0.1], [])
+
+
+def _result(arm: str, seed: int, before: float, after: float, gained: int, lost: int) -> dict:
+    rec = {"answers": 100, "before": before, "after": after, "gained": gained, "lost": lost,
+           "p_value": sign_test(gained, lost)}
+    fpr = {"answers": 10, "before": 0.1, "after": 0.0, "gained": 0, "lost": 1, "p_value": 1.0}
+    return {"arm": arm, "seed": seed,
+            "initial_policy": {"recall_missed": rec, "fpr_unread": fpr},
+            "final_policy": {"recall_missed": rec, "fpr_unread": fpr}}
+
+
+def test_the_table_and_sentences_name_every_seed_where_recall_fell():
+    results = [_result("read", 0, 0.90, 0.95, 6, 1), _result("read", 1, 0.97, 0.96, 2, 3)]
+    rows = rm_check_rows(results)
+    assert len(rows) == 1 + 2 * 2  # header, then two answer sets per result
+    assert rows[1][:5] == ["read", "0", "initial policy", "100", "90.0 -> 95.0"]
+    assert rows[4][5] == "2 / 3 (1)" and rows[4][7] == "10.0 -> 0.0"
+    (sentence,) = rm_check_sentences(results)
+    assert "on the initial policy's answers in 1 of 2 seeds (fewer: seed 1 97.0 -> 96.0% (p 1))" \
+        in sentence
+    assert "on the final policy's answers in 1 of 2 seeds" in sentence
+
+
+@pytest.mark.smoke
+def test_rm_check_scores_the_arms_final_answers_with_both_reward_models(tmp_path):
+    out = tmp_path / "exp"
+    tiny = ["setup.reward_model=tiny-random", "rm_init.triples=8", "probe.triples=8",
+            "rm_init.train_layers=1", "train.rm_update.train_layers=1",
+            "probe.min_accuracy=null", "probe.min_recall_missed=null",
+            "setup.policy_accuracy_min=null", "setup.policy_accuracy_max=null",
+            "setup.rule_missed_min=null", "setup.rule_missed_max=null",
+            "final_eval.limit=24", "final_eval.samples=2", "final_eval.policies=1",
+            "train.max_steps=2", "train.save_steps=2", "train.validation.limit=8",
+            "train.validation.every_steps=2", "train.rollout.prompts_per_step=2",
+            "train.rollout.samples_per_prompt=4", "train.rollout.micro_batch_size=8",
+            "arms=rule,cooper_judged_read"]
+    run_cli("experiment", "hacking", "--preset", "blind_cpu", "--out", out, *tiny, "--no-report")
+    proc = run_cli("experiment", "rm-check", out)
+    arms = out / "seed-0" / "arms"
+    assert not (arms / "rule" / "rm_check.json").exists()  # the rule arm's reward model only watches
+    check = json.loads((arms / "cooper_judged_read" / "rm_check.json").read_text())
+    final_eval = json.loads((arms / "cooper_judged_read" / "final_eval.json").read_text())
+    end = check["final_policy"]
+    # the same samples as the arm's final evaluation: the same protocol and seed
+    assert end["samples"] == 24 * 2
+    assert end["gold_accuracy"] == pytest.approx(final_eval["average"])
+    # the testbed's policy is right on some answers the rule cannot read (the yes/no family)
+    for key in ("initial_policy", "final_policy"):
+        rec = check[key]["recall_missed"]
+        assert rec["answers"] > 0, (key, rec)
+        # one set of answers for both models: the recalls differ by exactly gained - lost
+        assert rec["after"] - rec["before"] == pytest.approx(
+            (rec["gained"] - rec["lost"]) / rec["answers"])
+        assert math.isfinite(rec["before"]) and 0 <= rec["before"] <= 1
+    assert "cooper_judged_read  0     final policy" in proc.stdout
+    # the report shows it where present
+    run_cli("report", out)
+    md = (out / "report" / "report.md").read_text()
+    assert "## The reward model before and after, on the same answers" in md
+    assert "| cooper_judged_read | 0 | final policy |" in md
+    bad = run_cli("experiment", "rm-check", out, "--arms", "nope", check=False)
+    assert bad.returncode != 0 and "--arms: nope not in" in bad.stderr
+
+
+def test_the_setup_table_reads_a_policy_check_with_its_band_off():
+    """A gold-judged preset run with the policy's band unset (`setup.policy_accuracy_min=null`)
+    still measures the policy, and the report's setup table reads the open band as 0 to 100."""
+    from cooper.report.setup_tables import setup_rows
+
+    check = {"accuracy": 0.5, "band": [None, None], "benchmark": "arith_2x1_compare:validation",
+             "problems": 150, "samples": 2, "rule_accuracy": 0.1, "rule_missed": 0.8,
+             "rule_missed_form": 0.2, "rule_missed_band": [0.4, None]}
+    rows = dict((k, v) for k, v in setup_rows([{"probe_accuracy": 0.9, "policy_check": check,
+                                                "rm_recall": {"answers": 3, "recall_missed": 1.0,
+                                                              "recall_missed_form": None}}]))
+    assert rows["initial policy's held-out accuracy (%, policy check)"].endswith("band 0 to 100")
+    assert rows["right answers the rule rejects at the start (%)"].endswith("band 40 to 100")
+    # a recall no seed could count (no such answers) is left out, not a crash
+    assert "initial RM's recall on them, reference in digits (%)" not in rows
+    assert "initial RM's recall on them (%)" in rows
