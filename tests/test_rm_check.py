@@ -42,8 +42,11 @@ def test_paired_verdicts_count_what_each_model_calls_right():
 
 def _result(arm: str, seed: int, before: float, after: float, gained: int, lost: int) -> dict:
     rec = {"answers": 100, "before": before, "after": after, "gained": gained, "lost": lost,
-           "p_value": sign_test(gained, lost)}
-    fpr = {"answers": 10, "before": 0.1, "after": 0.0, "gained": 0, "lost": 1, "p_value": 1.0}
+           "p_value": sign_test(gained, lost),
+           "by_dial": {"digits": {"answers": 10, "lost": lost, "gained": 0},
+                       "yesno": {"answers": 90, "lost": 0, "gained": gained}}}
+    fpr = {"answers": 10, "before": 0.1, "after": 0.0, "gained": 0, "lost": 1, "p_value": 1.0,
+           "by_dial": {"yesno": {"answers": 10, "before": 0.1, "after": 0.0}}}
     return {"arm": arm, "seed": seed,
             "initial_policy": {"recall_missed": rec, "fpr_unread": fpr},
             "final_policy": {"recall_missed": rec, "fpr_unread": fpr}}
@@ -54,7 +57,8 @@ def test_the_table_and_sentences_name_every_seed_where_recall_fell():
     rows = rm_check_rows(results)
     assert len(rows) == 1 + 2 * 2  # header, then two answer sets per result
     assert rows[1][:5] == ["read", "0", "initial policy", "100", "90.0 -> 95.0"]
-    assert rows[4][5] == "2 / 3 (1)" and rows[4][7] == "10.0 -> 0.0"
+    assert rows[4][5:] == ["2 / 3 (1)", "digits 3 of 10", "10", "10.0 -> 0.0",
+                           "yesno 10.0 -> 0.0"]
     (sentence,) = rm_check_sentences(results)
     assert "on the initial policy's answers in 1 of 2 seeds (fewer: seed 1 97.0 -> 96.0% (p 1))" \
         in sentence
@@ -92,6 +96,9 @@ def test_rm_check_scores_the_arms_final_answers_with_both_reward_models(tmp_path
         assert rec["after"] - rec["before"] == pytest.approx(
             (rec["gained"] - rec["lost"]) / rec["answers"])
         assert math.isfinite(rec["before"]) and 0 <= rec["before"] <= 1
+        # the dials split the same answers
+        assert sum(x["answers"] for x in rec["by_dial"].values()) == rec["answers"]
+        assert sum(x["lost"] for x in rec["by_dial"].values()) == rec["lost"]
     assert "cooper_judged_read  0     final policy" in proc.stdout
     # the report shows it where present
     run_cli("report", out)

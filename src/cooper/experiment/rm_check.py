@@ -12,7 +12,8 @@ same for every arm of a seed) and the arm's final policy's.
 
 Per set and model: the recall on the right answers the rule rejects, and the false-positive rate
 on the wrong answers the rule could not read (a model that paid everything would have perfect
-recall, so the two go together). The pair of models scores the same answers, so beside the two
+recall, so the two go together); each also per dial (:func:`cooper.rl.blind_spot.dial`: the
+answer's form against a reference in digits, a number reference in words, a truth value). The pair of models scores the same answers, so beside the two
 recalls stand the answers the final model calls right and the initial did not (gained), the
 reverse (lost), and the exact two-sided sign test on them (McNemar's): whether the reward model
 itself changed, free of the policy's drift. Written to ``OUT/seed-S/arms/ARM/rm_check.json``;
@@ -45,7 +46,7 @@ from cooper.report.experiment_layout import (
     seed_folders,
     setup_dir,
 )
-from cooper.rl.blind_spot import RM_SAYS_RIGHT, rule_read
+from cooper.rl.blind_spot import RM_SAYS_RIGHT, dial, rule_read
 from cooper.rm.model import RewardModel
 from cooper.types import Rollout, Triple
 from cooper.verify.verifier import verify_batch
@@ -134,13 +135,22 @@ def answer_sets(exp: ExperimentConfig, policy: str) -> AnswerSets:
 def compare(initial: RewardModel, final: RewardModel, sets: AnswerSets,
             batch_size: int = 32) -> dict[str, Any]:
     """Both reward models on one policy's answer sets."""
-    def both(triples: list[Triple]) -> Paired:
-        return paired(initial.score(triples, batch_size=batch_size) if triples else [],
-                      final.score(triples, batch_size=batch_size) if triples else [])
+    def both(triples: list[Triple]) -> dict[str, Any]:
+        """The two models on these answers, and on each dial's share of them (reference in
+        digits: the answer's form; a number in words; a truth value: the yes/no family)."""
+        before = initial.score(triples, batch_size=batch_size) if triples else []
+        after = final.score(triples, batch_size=batch_size) if triples else []
+        dials = [dial(t.reference) for t in triples]
+
+        def of(scores: list[float], d: str) -> list[float]:
+            return [x for x, k in zip(scores, dials, strict=True) if k == d]
+
+        return {**asdict(paired(before, after)),
+                "by_dial": {d: asdict(paired(of(before, d), of(after, d)))
+                            for d in sorted(set(dials))}}
 
     return {"samples": sets.samples, "gold_accuracy": sets.gold_accuracy,
-            "recall_missed": asdict(both(sets.missed)),
-            "fpr_unread": asdict(both(sets.unread_wrong))}
+            "recall_missed": both(sets.missed), "fpr_unread": both(sets.unread_wrong)}
 
 
 def checked_arms(settings: dict[str, Any], folder: Path) -> list[str]:

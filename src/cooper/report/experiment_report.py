@@ -205,7 +205,9 @@ def rm_check_blocks(checks: list[dict[str, Any]]) -> list[Block]:
                   "(probability >= 0.5); gained / lost: answers only the final / only the "
                   "initial model calls right, with the exact two-sided sign test on them; "
                   "beside it the share of the wrong answers the rule cannot read that each "
-                  "model calls right. Unlike gold/rm_recall_missed, the policy's drift cannot "
+                  "model calls right. By dial: digits (a reference in digits: the answer's "
+                  "form was what the rule could not read), words (a number reference in "
+                  "words), yesno (a truth value: the family the rule can never pay). Unlike gold/rm_recall_missed, the policy's drift cannot "
                   "move these figures: only the reward model's update can."),
             ("ul", rm_check_sentences(checks)),
             ("table", rm_check_rows(checks))]

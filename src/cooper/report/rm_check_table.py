@@ -12,7 +12,8 @@ from typing import Any
 SETS = (("initial_policy", "initial policy"), ("final_policy", "final policy"))
 HEADER = ["arm", "seed", "answers of", "right, rule rejects: n",
           "recall: initial RM -> final (%)", "gained / lost (sign test p)",
-          "wrong, rule cannot read: n", "called right: initial RM -> final (%)"]
+          "lost by dial", "wrong, rule cannot read: n", "called right: initial RM -> final (%)",
+          "called right by dial: initial -> final"]
 
 
 def _pct(x: float | None) -> str:
@@ -29,10 +30,15 @@ def rm_check_rows(results: list[dict[str, Any]]) -> list[list[str]]:
     for r in results:
         for key, name in SETS:
             rec, fpr = r[key]["recall_missed"], r[key]["fpr_unread"]
+            by_rec, by_fpr = rec.get("by_dial", {}), fpr.get("by_dial", {})
             rows.append([r["arm"], str(r["seed"]), name, str(rec["answers"]),
                          f"{_pct(rec['before'])} -> {_pct(rec['after'])}",
                          f"{rec['gained']} / {rec['lost']} ({_p(rec['p_value'])})",
-                         str(fpr["answers"]), f"{_pct(fpr['before'])} -> {_pct(fpr['after'])}"])
+                         ", ".join(f"{d} {x['lost']} of {x['answers']}"
+                                   for d, x in by_rec.items() if x["lost"]) or "-",
+                         str(fpr["answers"]), f"{_pct(fpr['before'])} -> {_pct(fpr['after'])}",
+                         ", ".join(f"{d} {_pct(x['before'])} -> {_pct(x['after'])}"
+                                   for d, x in by_fpr.items() if x["answers"]) or "-"])
     return rows
 
 

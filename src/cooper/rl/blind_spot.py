@@ -74,7 +74,7 @@ def _share(hits: Sequence[bool]) -> float | None:
     return sum(hits) / len(hits) if hits else None
 
 
-def _kind(reference: str) -> str:
+def dial(reference: str) -> str:
     """``digits`` (the form dial), ``yesno`` (a truth value) or ``words`` (a number the rule
     cannot read: the reference dial)."""
     if reference_in_digits(reference):
@@ -88,7 +88,7 @@ def recall_by_dial(scored: Sequence[tuple[float | None, str]]
     reference) pairs: (all, reference in digits, a number reference in words, a truth-value
     reference). Answers without a finite probability are left out; None where nothing is left
     to count."""
-    ok = [(p, _kind(ref)) for p, ref in scored if p is not None and math.isfinite(p)]
+    ok = [(p, dial(ref)) for p, ref in scored if p is not None and math.isfinite(p)]
 
     def recall(*kinds: str) -> float | None:
         return _share([p >= RM_SAYS_RIGHT for p, kind in ok if not kinds or kind in kinds])
