@@ -187,3 +187,28 @@ def test_kept_states_stop_at_their_bound_counting_every_kept_input(rm):
     assert len(rm.encode(second[0])) <= kept_tokens  # alone it would fit
     assert kept.score(rm, second) == pytest.approx(rm.score(second), abs=1e-5)
     assert kept.full_passes == 1 and len(kept) == 2
+
+
+def test_the_agreement_tolerance_follows_the_precision_of_the_logits(tiny_models):
+    """bfloat16 rounds a logit of 8-16 to steps of 0.0625: the full model alone moves by one
+    step between a batch and one input at a time, so a fixed 5e-2 failed every check of the
+    demo's reward model (0.06-0.12 apart). The tolerance is 4 such steps at the largest logit,
+    at least 5e-2; float32 keeps 1e-3; and a changed frozen layer is still caught in bfloat16."""
+    from cooper.rm.model import agreement_tolerance
+
+    f32 = RewardModel.load(tiny_models.reward, max_length=256)
+    assert agreement_tolerance(f32, 10.75) == agreement_tolerance(f32) == 1e-3
+    bf16 = RewardModel.load(tiny_models.reward, max_length=256, dtype="bfloat16")
+    assert agreement_tolerance(bf16, 10.75) == 4 * 0.0625  # 2**3 x bfloat16's eps 2**-7
+    assert agreement_tolerance(bf16, 20.0) == 4 * 0.125
+    assert agreement_tolerance(bf16, 1.0) == agreement_tolerance(bf16) == 5e-2  # the floor
+    torch.manual_seed(0)
+    bf16.train_top_layers(1)
+    kept = KeptStates(1)
+    first = kept.score(bf16, TRIPLES, batch_size=2)
+    assert kept.score(bf16, TRIPLES, batch_size=2) == first and kept.full_passes == 0
+    with torch.no_grad():  # a frozen layer changed: caught in bfloat16 too
+        for p in bf16.model.base_model.layers[0].parameters():
+            p.add_(0.5 * torch.randn_like(p))
+    kept.score(bf16, TRIPLES, batch_size=2)
+    assert kept.full_passes == 1

@@ -84,10 +84,19 @@ def progress_bar(total: int, desc: str, enabled: bool) -> tqdm:
 CHECK_INPUTS = 8
 
 
-def agreement_tolerance(rm: RewardModel) -> float:
+def agreement_tolerance(rm: RewardModel, scale: float = 0.0) -> float:
     """Largest logit difference accepted between a faster path (frozen layers cached, or a
-    shared prefix run once) and the full model."""
-    return 1e-3 if rm.model.dtype.itemsize >= 4 else 5e-2
+    shared prefix run once) and the full model, whose largest logit is ``scale`` in magnitude.
+    In float32 1e-3. In a half precision the logits themselves are rounded to it: a bfloat16
+    logit of 8-16 moves in steps of 0.0625, and the full model alone differs by that step
+    between a batch and one input at a time. So there it is 4 such steps at ``scale``, at least
+    5e-2: a broken path (a wrong mask, attention that is not causal) is off by whole logits."""
+    import torch
+
+    if rm.model.dtype.itemsize >= 4:
+        return 1e-3
+    step = torch.finfo(rm.model.dtype).eps * 2.0 ** math.floor(math.log2(scale)) if scale > 0 else 0
+    return max(5e-2, 4 * step)
 
 
 class RewardModel:
@@ -276,7 +285,8 @@ class RewardModel:
                     fast = prefix_logits(self.model, ids, shared, self.tokenizer.pad_token_id)
                 full = self.full_logits([ids[m] for m in members])
             diff = (fast - full).abs().max().item()
-            reason = f"they differ by {diff:.2g}" if diff > agreement_tolerance(self) else None
+            tolerance = agreement_tolerance(self, full.abs().max().item())
+            reason = f"they differ by {diff:.2g}" if diff > tolerance else None
         except Exception as e:  # noqa: BLE001 - any failure means: do not use the fast path
             diff, reason = 0.0, f"{type(e).__name__}: {e}"
         finally:

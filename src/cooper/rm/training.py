@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from cooper.errors import UserError
 from cooper.rm.losses import bce_loss
 from cooper.rm.metrics import BinaryMetrics, binary_metrics
-from cooper.rm.model import RewardModel, agreement_tolerance, progress_bar
+from cooper.rm.model import RewardModel, progress_bar
 from cooper.rm.trunk import FrozenTrunk, unsupported
 
 if TYPE_CHECKING:
@@ -148,8 +148,8 @@ def _frozen_trunk(rm: RewardModel, config: RMTrainConfig, encoded: list[list[int
     trunk = FrozenTrunk(rm, config.train_layers)
     states = trunk.states(encoded, batch_size=2 * config.batch_size, progress=progress)
     probe = list(range(min(len(encoded), config.batch_size)))
-    diff = trunk.agrees([encoded[i] for i in probe], [states[i] for i in probe])
-    if diff > agreement_tolerance(rm):
+    diff, tolerance = trunk.agreement([encoded[i] for i in probe], [states[i] for i in probe])
+    if diff > tolerance:
         log.warning("frozen-layer cache disagrees with the full model by %.2g; running full "
                     "forward passes instead", diff)
         return None, []

@@ -177,14 +177,21 @@ class FrozenTrunk:
 
     def agrees(self, ids: Sequence[list[int]], states: Sequence[torch.Tensor]) -> float:
         """Largest logit difference between the cached path and the full model on ``ids``."""
+        return self.agreement(ids, states)[0]
+
+    def agreement(self, ids: Sequence[list[int]], states: Sequence[torch.Tensor]
+                  ) -> tuple[float, float]:
+        """(:meth:`agrees`, the tolerance for it: :func:`~cooper.rm.model.agreement_tolerance`
+        at the full model's largest logit)."""
         import torch
 
         was_training = self.rm.model.training
         self.rm.model.eval()
         with torch.no_grad():
-            diff = (self.logits(states) - self.rm.full_logits(ids)).abs().max().item()
+            full = self.rm.full_logits(ids)
+            diff = (self.logits(states) - full).abs().max().item()
         self.rm.model.train(was_training)
-        return diff
+        return diff, agreement_tolerance(self.rm, full.abs().max().item())
 
 
 class StepStates:
@@ -275,9 +282,9 @@ class StepStates:
                 self._keep(key, state)
         ordered = [states[k] for k in keys]  # [L_i, H] each
         if self.agrees is None:
-            diff = self.trunk.agrees(ids, ordered)
+            diff, tolerance = self.trunk.agreement(ids, ordered)
             if math.isfinite(diff):  # a non-finite model (a skipped update) decides nothing
-                self.agrees = diff <= agreement_tolerance(self.trunk.rm)
+                self.agrees = diff <= tolerance
                 if not self.agrees:
                     log.warning("reward-model update: the frozen-layer cache disagrees with the "
                                 "full model by %.2g; running full forward passes instead", diff)
@@ -333,8 +340,9 @@ class KeptStates:
                                                         batch_size=batch_size,
                                                         progress=progress), strict=True):
                 self._states[key] = state
-        diff = trunk.agrees(ids[:self.check], [self._states[k] for k in keys[:self.check]])
-        if not diff <= agreement_tolerance(rm):
+        diff, tolerance = trunk.agreement(ids[:self.check],
+                                          [self._states[k] for k in keys[:self.check]])
+        if not diff <= tolerance:
             log.warning("kept frozen-layer states disagree with the full model by %.2g (its "
                         "frozen layers changed?): full forward passes", diff)
             self.full_passes += 1
