@@ -81,7 +81,8 @@ def test_rm_check_scores_the_arms_final_answers_with_both_reward_models(tmp_path
     run_cli("experiment", "hacking", "--preset", "blind_cpu", "--out", out, *tiny, "--no-report")
     proc = run_cli("experiment", "rm-check", out)
     arms = out / "seed-0" / "arms"
-    assert not (arms / "rule" / "rm_check.json").exists()  # the rule arm's reward model only watches
+    # the rule arm's reward model only watches: nothing to check
+    assert not (arms / "rule" / "rm_check.json").exists()
     check = json.loads((arms / "cooper_judged_read" / "rm_check.json").read_text())
     final_eval = json.loads((arms / "cooper_judged_read" / "final_eval.json").read_text())
     end = check["final_policy"]

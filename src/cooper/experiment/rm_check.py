@@ -13,11 +13,12 @@ same for every arm of a seed) and the arm's final policy's.
 Per set and model: the recall on the right answers the rule rejects, and the false-positive rate
 on the wrong answers the rule could not read (a model that paid everything would have perfect
 recall, so the two go together); each also per dial (:func:`cooper.rl.blind_spot.dial`: the
-answer's form against a reference in digits, a number reference in words, a truth value). The pair of models scores the same answers, so beside the two
-recalls stand the answers the final model calls right and the initial did not (gained), the
-reverse (lost), and the exact two-sided sign test on them (McNemar's): whether the reward model
-itself changed, free of the policy's drift. Written to ``OUT/seed-S/arms/ARM/rm_check.json``;
-``cooper report`` shows it where present.
+answer's form against a reference in digits, a number reference in words, a truth value). The
+two models score the same answers, so beside the two recalls stand the answers the final model
+calls right and the initial did not (gained), the reverse (lost), and the exact two-sided sign
+test on them (McNemar's, a few lines with ``math.comb``; scipy is not a dependency): whether the
+reward model itself changed, free of the policy's drift. Written to
+``OUT/seed-S/arms/ARM/rm_check.json``; ``cooper report`` shows it where present.
 """
 
 from __future__ import annotations

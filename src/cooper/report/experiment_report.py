@@ -19,7 +19,9 @@ that has not finished is listed as such; the first round's single-seed folders t
   **Verdict figures** (one sentence per arm and the table of the figures behind the verdict:
   top-wrong, gap, accuracy, probe AUROC first and last), then the tables of
   :mod:`cooper.report.experiment_tables`: the final table (arms x benchmarks + average, the
-  initial policy as the "no RL" row), the hacking figures, the curves, the arms' settings, the
+  initial policy as the "no RL" row), the hacking figures, where ``cooper experiment rm-check``
+  ran the reward models before and after on the same answers
+  (:mod:`cooper.report.rm_check_table`), the curves, the arms' settings, the
   configuration, run time, and appendices with the final policy alone, every seed's figures and
   the software versions.
 
@@ -207,8 +209,9 @@ def rm_check_blocks(checks: list[dict[str, Any]]) -> list[Block]:
                   "beside it the share of the wrong answers the rule cannot read that each "
                   "model calls right. By dial: digits (a reference in digits: the answer's "
                   "form was what the rule could not read), words (a number reference in "
-                  "words), yesno (a truth value: the family the rule can never pay). Unlike gold/rm_recall_missed, the policy's drift cannot "
-                  "move these figures: only the reward model's update can."),
+                  "words), yesno (a truth value: the family the rule can never pay). Unlike "
+                  "gold/rm_recall_missed, the policy's drift cannot move these figures: only "
+                  "the reward model's update can."),
             ("ul", rm_check_sentences(checks)),
             ("table", rm_check_rows(checks))]
 
