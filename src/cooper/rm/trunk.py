@@ -30,7 +30,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from cooper.rm.calibration import apply_temperature
-from cooper.rm.model import RewardModel, agreement_tolerance, progress_bar
+from cooper.rm.model import RewardModel, progress_bar
 from cooper.rm.prefix import batch_order, plan_groups, prefix_states
 
 if TYPE_CHECKING:
@@ -181,17 +181,20 @@ class FrozenTrunk:
 
     def agreement(self, ids: Sequence[list[int]], states: Sequence[torch.Tensor]
                   ) -> tuple[float, float]:
-        """(:meth:`agrees`, the tolerance for it: :func:`~cooper.rm.model.agreement_tolerance`
-        at the full model's largest logit)."""
+        """(:meth:`agrees`, the tolerance for it: :meth:`~cooper.rm.model.RewardModel.tolerance`,
+        from how far the full model itself moves on ``ids``)."""
         import torch
 
         was_training = self.rm.model.training
         self.rm.model.eval()
-        with torch.no_grad():
-            full = self.rm.full_logits(ids)
-            diff = (self.logits(states) - full).abs().max().item()
-        self.rm.model.train(was_training)
-        return diff, agreement_tolerance(self.rm, full.abs().max().item())
+        try:
+            with torch.no_grad():
+                full = self.rm.full_logits(ids)  # [N]
+                diff = (self.logits(states) - full).abs().max().item()
+                tolerance = self.rm.tolerance(ids, full)
+        finally:
+            self.rm.model.train(was_training)
+        return diff, tolerance
 
 
 class StepStates:
