@@ -150,8 +150,8 @@ def _frozen_trunk(rm: RewardModel, config: RMTrainConfig, encoded: list[list[int
     probe = list(range(min(len(encoded), config.batch_size)))
     diff, tolerance = trunk.agreement([encoded[i] for i in probe], [states[i] for i in probe])
     if diff > tolerance:
-        log.warning("frozen-layer cache disagrees with the full model by %.2g; running full "
-                    "forward passes instead", diff)
+        log.warning("frozen-layer cache disagrees with the full model by %.2g (tolerance "
+                    "%.2g); running full forward passes instead", diff, tolerance)
         return None, []
     return trunk, states
 

@@ -290,7 +290,8 @@ class StepStates:
                 self.agrees = diff <= tolerance
                 if not self.agrees:
                     log.warning("reward-model update: the frozen-layer cache disagrees with the "
-                                "full model by %.2g; running full forward passes instead", diff)
+                                "full model by %.2g (tolerance %.2g); running full forward "
+                                "passes instead", diff, tolerance)
                     self.clear()
         if not self.agrees:
             return self.trunk.rm.logits_of_ids(ids)
@@ -346,8 +347,9 @@ class KeptStates:
         diff, tolerance = trunk.agreement(ids[:self.check],
                                           [self._states[k] for k in keys[:self.check]])
         if not diff <= tolerance:
-            log.warning("kept frozen-layer states disagree with the full model by %.2g (its "
-                        "frozen layers changed?): full forward passes", diff)
+            log.warning("kept frozen-layer states disagree with the full model by %.2g "
+                        "(tolerance %.2g; its frozen layers changed?): full forward passes",
+                        diff, tolerance)
             self.full_passes += 1
             return rm.score(triples, batch_size=batch_size, progress=progress)
         distinct = list(dict.fromkeys(keys))
