@@ -94,9 +94,8 @@ def agreement_tolerance(dtype: torch.dtype, scale: float = 0.0, noise: float = 0
     floors where those few move less: 1e-3 in float32 (all of this under 3e-5 there), in half
     precision 16 rounding steps at ``scale`` (1.0 at a bfloat16 logit of 8-16), at least 5e-2.
     Over 240 rows of the demo's reward model in bfloat16 the full model moved by up to 0.35 (5.6
-    steps) batched otherwise, the kept states by 0.47 (7.5), the shared prefixes by 0.59 (9.4):
-    4 steps refused them at random. A frozen layer changed by 30% of its weights' spread moves
-    them by 0.75-14; what moves them less than the precision does, no check can see."""
+    steps) batched otherwise, the kept states by 0.47 (7.5), the shared prefixes by 0.59 (9.4),
+    and a frozen layer changed by 30% of its weights' spread by 0.75-14; less, no check sees."""
     import torch
 
     if dtype.itemsize >= 4:
@@ -265,11 +264,12 @@ class RewardModel:
         return out.logits[:, 0].float()  # [N]
 
     def tolerance(self, ids: Sequence[list[int]], full: torch.Tensor) -> float:
-        """:func:`agreement_tolerance` for a faster path checked on ``ids``, whose full logits
-        as one batch are ``full`` [N]: the noise is how far each input alone moves from them."""
+        """:func:`agreement_tolerance` for a faster path checked on ``ids`` (full logits as one
+        batch: ``full`` [N]); the noise: how far each input alone moves from them, no grad."""
         import torch
 
-        noise = (torch.cat([self.full_logits([i]) for i in ids]) - full).abs().max().item()
+        with torch.no_grad():
+            noise = (torch.cat([self.full_logits([i]) for i in ids]) - full).abs().max().item()
         return agreement_tolerance(self.model.dtype, full.abs().max().item(), noise)
 
     @property
