@@ -175,6 +175,7 @@ def test_a_non_finite_score_makes_its_row_unscorable_in_every_column():
 
 # ------------------------------------------------------------------ pathological completions
 
+@pytest.mark.serial  # a wall-clock bound: run alone, not beside a busy worker
 def test_pathological_completions_cost_one_verifier_timeout_per_step():
     """Stage 1 of a training step on completions that would keep math-verify busy for
     minutes: the step's verification ends within the verifier timeout, they score 0."""
