@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -205,6 +207,9 @@ def test_the_agreement_tolerance_follows_what_the_precision_moves_the_full_model
     assert agreement_tolerance(torch.bfloat16, 1.0) == 16 * 2**-7
     assert agreement_tolerance(torch.bfloat16, 0.2) == agreement_tolerance(torch.bfloat16) == 5e-2
     assert agreement_tolerance(torch.bfloat16, 10.75, noise=0.3) == pytest.approx(1.2)
+    for bad in (math.inf, math.nan):  # a non-finite logit agrees with nothing, and never raises
+        assert agreement_tolerance(torch.bfloat16, bad) == 0.0
+        assert agreement_tolerance(torch.float32, 1.0, noise=bad) == 0.0
     f32 = RewardModel.load(tiny_models.reward, max_length=256)
     ids = [f32.encode(t) for t in TRIPLES]
     with torch.no_grad():

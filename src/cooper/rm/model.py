@@ -85,19 +85,19 @@ CHECK_INPUTS = 8
 
 
 def agreement_tolerance(dtype: torch.dtype, scale: float = 0.0, noise: float = 0.0) -> float:
-    """Largest logit difference accepted between a faster path (frozen layers cached, or a
-    shared prefix run once) and the full model, whose largest logit is ``scale`` in magnitude
-    and whose logits move by ``noise`` between a batch and each input alone.
+    """Largest logit difference accepted between a faster path (frozen layers cached, a shared
+    prefix run once) and the full model: largest |logit| ``scale``, moving by ``noise`` alone.
 
     Both paths do the same arithmetic in another order, so they may differ by what the
     precision moves the full model by: 4 times ``noise``, measured on the inputs checked, with
     floors where those few move less: 1e-3 in float32 (all of this under 3e-5 there), in half
     precision 16 rounding steps at ``scale`` (1.0 at a bfloat16 logit of 8-16), at least 5e-2.
-    Over 240 rows of the demo's reward model in bfloat16 the full model moved by up to 0.35 (5.6
-    steps) batched otherwise, the kept states by 0.47 (7.5), the shared prefixes by 0.59 (9.4),
-    and a frozen layer changed by 30% of its weights' spread by 0.75-14; less, no check sees."""
+    bfloat16, 240 rows of the demo's reward model: the full model rebatched moved by up to 0.35,
+    kept states 0.47, shared prefixes 0.59; a frozen layer changed by 30% moved them 0.75-14."""
     import torch
 
+    if not (math.isfinite(scale) and math.isfinite(noise)):
+        return 0.0  # a non-finite logit agrees with nothing (and log2(inf) would raise)
     if dtype.itemsize >= 4:
         floor = 1e-3
     else:
