@@ -170,5 +170,5 @@ def test_the_reward_models_epochs_follow_the_precision_unless_set():
     from cooper.experiment.demo import rm_recipe
 
     assert rm_recipe(DemoSettings(), "bfloat16") == RM_RECIPES["bfloat16"] == (4, 2e-4)
-    assert rm_recipe(DemoSettings(), "float32") == RM_RECIPES["float32"] == (2, 3e-4)
-    assert rm_recipe(DemoSettings(rm_epochs=4, rm_lr=2e-4), "float32") == (4, 2e-4)
+    assert rm_recipe(DemoSettings(), "float32") == RM_RECIPES["float32"] == (4, 2e-4)
+    assert rm_recipe(DemoSettings(rm_epochs=2, rm_lr=3e-4), "float32") == (2, 3e-4)
