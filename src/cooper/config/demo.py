@@ -13,8 +13,10 @@ from cooper.errors import UserError
 DTYPES = ("auto", "float32", "bfloat16")
 RM_RECIPES = {"bfloat16": (4, 2e-4), "float32": (4, 2e-4)}
 """(epochs, learning rate) of the reward model's training in each precision, unless set: the
-same 4 epochs at 2e-4 in both. Float32 takes longer an epoch; it had 2 epochs at 3e-4 to save
-that time, and was not trusted in every seed (docs/reward_model.md, "The demo's reward model")"""
+same 4 epochs at 2e-4 in both. A float32 epoch takes longer (about 9:20-10:19 for the whole
+demo on a 2-core CPU that has bfloat16, against 7:23-8:11 in it); with 2 epochs at 3e-4, which
+float32 had to save that time, the reward model was not trusted in every seed
+(docs/reward_model.md, "The demo's reward model")"""
 
 
 @dataclass(frozen=True)
@@ -27,7 +29,7 @@ class DemoSettings:
     # model missed the bars by far in every seed; on the recipe's whole model 2,000 rows take
     # about 8 minutes to train in float32 on 2 cores, so the demo trains the embedded model's
     # first 24 layers, the top 4 of them, for 4 epochs, in bfloat16 where the CPU computes it
-    # natively (faster than 3 epochs of them in float32; not yet timed on an idle machine)
+    # natively (RM_RECIPES)
     rm_triples: int = 2000
     """labelled rows for the reward model, from ``cooper data build``'s default mix (half
     correct: gold solutions in several forms and the embedded model's verified completions;
