@@ -325,7 +325,8 @@ def test_cooper_train_with_judged_labels_and_replay_resumes_with_the_judges_memo
     out = tmp_path / "judged"
     args = compare_args(arith, out, "rm_update.labels=judge", "judge.budget=0.25",
                         "judge.error_rate=0.1", "rm_update.replay=2",
-                        f"rm_update.replay_file={rows}", "save_steps=1")
+                        f"rm_update.replay_file={rows}", "rm_update.replay_judged=2",
+                        "save_steps=1")
     run_cli(*args)
     steps = [r for r in metrics(out) if "loss" in r]
     assert [r["step"] for r in steps] == [1, 2]
@@ -335,6 +336,10 @@ def test_cooper_train_with_judged_labels_and_replay_resumes_with_the_judges_memo
         assert "gold/rm_fpr_unread" in r or "gold/accuracy_yesno" in r
     memory = json.loads((out / "checkpoint-2" / "judge.json").read_text())
     assert memory["calls"] == sum(r["judge/asked"] for r in steps) > 0
+    # the tiny policy is never right, so no pair forms and none is kept for replay_judged:
+    # nothing replayed, no file (test_replay_judged.py replays real judged pairs)
+    assert all(r["rm/pairs_rollout"] == 0 and "rm/pairs_replay_judged" not in r for r in steps)
+    assert not (out / "checkpoint-2" / "replay_judged.json").exists()
     run_cli(*args, "max_steps=3", "--resume")
     resumed = [r for r in metrics(out) if "loss" in r]
     assert [r["step"] for r in resumed] == [1, 2, 3]
@@ -379,12 +384,15 @@ def test_the_drop_in_takes_a_judge(arith):
     assert logged["judge/asked"] == 3
     logged.clear()
     judged = CooperRewardFunction(arith / "reward", mode="hybrid_cooper", negatives="rollouts",
-                                  labels="judge", judge=load_config(None, [
+                                  labels="judge", replay_judged=4, judge=load_config(None, [
                                       "judge.backend=gold", "judge.budget=1.0",
                                       "judge.threshold=0.0"]).judge)
     judged(prompts=prompts, completions=batch, **kwargs)
     # one positive a prompt (the paper's), paired with the two answers the judge called wrong
     assert logged["judge/asked"] == 3 and logged["rm/positives"] == 1 and logged["rm/pairs"] == 2
+    assert len(judged.cooper.replay.judged) == 2  # kept, for the next calls' updates
+    with pytest.raises(ConfigError, match="replay_judged .* needs rm_update.labels=judge"):
+        CooperRewardFunction(arith / "reward", mode="cooper", replay_judged=4)
     with pytest.raises(ConfigError, match="ask.s. a judge"):
         CooperRewardFunction(arith / "reward", mode="cooper", labels="judge")
     with pytest.raises(ConfigError, match="mode='rule'"):

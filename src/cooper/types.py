@@ -65,7 +65,7 @@ class Rollout:
     correct: bool  # verifier verdict
     extracted: str | None  # the verifier's extracted final answer
     rm_score: float | None = None  # reward-model probability when it was sampled
-    judged: bool | None = None  # a judge's verdict where one was asked (reward.judge_rejected)
+    judged: bool | None = None  # a judge's verdict where one was asked (either use of a judge)
 
 
 @dataclass(frozen=True)

@@ -247,6 +247,8 @@ class RMUpdateConfig:
     """pairs of the reward model's own labelled training rows (rm_update.replay_file: a right and a wrong solution of one problem) added to every update (0 = off)"""
     replay_file: str | None = None
     """labelled triples to replay (a `cooper rm train` data file); an experiment sets it to its setup's training rows"""
+    replay_judged: int = 0
+    """with rm_update.labels=judge: pairs drawn from those of earlier steps in which the judge labelled the positive or the negative, added to every update, so that a right answer the judge confirmed is still taught once the policy stops writing its form (0 = off; no new judge call; the last 4,096 kept, and saved in checkpoints)"""
 
     def check(self) -> RMUpdateConfig:
         """This section's own checks (also run by :meth:`TrainConfig.validate`)."""
@@ -263,8 +265,13 @@ class RMUpdateConfig:
             raise ConfigError("rm_update.train_layers must be >= 1 (or none for every layer), "
                               f"got {self.train_layers}")
         choice("rm_update.labels", self.labels, ("rule", "judge"))
-        if self.replay < 0:
-            raise ConfigError(f"rm_update.replay must be >= 0 (0 = off), got {self.replay}")
+        for key in ("replay", "replay_judged"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"rm_update.{key} must be >= 0 (0 = off), got "
+                                  f"{getattr(self, key)}")
+        if self.replay_judged and self.labels != "judge":
+            raise ConfigError("rm_update.replay_judged replays the pairs the judge labelled: it "
+                              "needs rm_update.labels=judge (and a judge)")
         return self
 
 

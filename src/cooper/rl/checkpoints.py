@@ -32,6 +32,7 @@ COMPLETE_MARKER = "cooper-checkpoint.json"
 RM_FOLDER = "reward_model"
 RM_OPTIMIZER = "reward_model_optimizer.pt"
 JUDGE_STATE = "judge.json"  # the judge's verdicts so far and its call count (cooper.rl.judging)
+REPLAY_STATE = "replay_judged.json"  # the judged pairs kept for replay (cooper.rl.replay)
 STAGING = ".staging"  # checkpoints are written here, then renamed into the run folder
 POLICY_STEPS = "policy-steps"
 """the run folder's sub-folder of policies kept at chosen steps (``keep_policy_steps``)"""
@@ -44,13 +45,16 @@ def kept_policy_dir(run_dir: str | os.PathLike, step: int) -> Path:
 
 def save_reward_model_state(cooper: CooperReward, folder: str | os.PathLike) -> None:
     """The reward model's weights and (in cooper mode) its optimiser, beside the policy's; and
-    the judge's verdicts where one is asked, so a resumed run asks what an uninterrupted one
+    the judge's verdicts where one is asked (and the pairs it labelled, kept for
+    ``rm_update.replay_judged``), so a resumed run asks and replays what an uninterrupted one
     would."""
     import torch
 
     if cooper.judge is not None:
         Path(folder).mkdir(parents=True, exist_ok=True)
         (Path(folder) / JUDGE_STATE).write_text(json.dumps(cooper.judge.state_dict()))
+        if cooper.replay.judged:
+            (Path(folder) / REPLAY_STATE).write_text(json.dumps(cooper.replay.state_dict()))
     if cooper.rm is None:
         return
     cooper.rm.save(Path(folder) / RM_FOLDER)
@@ -65,6 +69,8 @@ def load_reward_model_state(cooper: CooperReward, folder: str | os.PathLike) -> 
     folder = Path(folder)
     if cooper.judge is not None and (folder / JUDGE_STATE).is_file():
         cooper.judge.load_state_dict(json.loads((folder / JUDGE_STATE).read_text()))
+    if (folder / REPLAY_STATE).is_file():
+        cooper.replay.load_state_dict(json.loads((folder / REPLAY_STATE).read_text()))
     if cooper.rm is None or not (folder / RM_FOLDER).is_dir():
         return
     weights = sorted((folder / RM_FOLDER).glob("*.safetensors"))

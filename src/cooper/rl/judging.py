@@ -256,7 +256,7 @@ def judged_pool(judge: RolloutJudge, everyone: list[Rollout], *, budget: float,
     keep.update((i, everyone[i]) for i in trusted)
     decided = [(i, label) for i, label in zip(candidates, labels, strict=True)
                if label is not None]
-    keep.update((i, replace(everyone[i], correct=label)) for i, label in decided)
+    keep.update((i, replace(everyone[i], correct=label, judged=label)) for i, label in decided)
     agreement = None
     if gold and decided:
         verdicts = verify_batch([everyone[i].completion for i, _ in decided],

@@ -23,11 +23,10 @@ or, when an endpoint writes negatives in the background, after the policy's opti
 that the network time overlaps it):
   4. negatives written from the positives: assistant proposals that the verifier confirms
      wrong, else the rule-based fallback, else the positive gets no such pair;
-  5. the pairwise update of the reward model over every pair (rollout, assistant, and with
-     ``rm_update.replay`` pairs of its own labelled training rows), gradients summed across
-     processes. In ``rule`` and ``rm`` modes the reward model is not updated, but
-     the same pairs still measure it (``rm/pair_acc_before``): the hacking signal of a frozen
-     reward model.
+  5. the pairwise update of the reward model over every pair (rollout, assistant, and replayed:
+     :mod:`cooper.rl.replay`), gradients summed across processes. In ``rule`` and ``rm`` modes
+     the reward model is not updated, but the same pairs still measure it
+     (``rm/pair_acc_before``): the hacking signal of a frozen reward model.
 
 The policy's own step (TRL's) only reads the rewards Stage 1 returned, and the two updates touch
 different weights, so whether it runs before or after Stage 2 changes nothing it computes.
@@ -58,6 +57,7 @@ from cooper.rl.pairs import (
     select_positives,
     shard,
 )
+from cooper.rl.replay import Replay, judged_pairs
 from cooper.rm.losses import pair_objective
 from cooper.rm.memo import LogitMemo
 from cooper.types import Pair, Rollout, Triple
@@ -92,6 +92,7 @@ class Stage2Stats:
     seconds_update: float
     changed_fraction: float | None = None  # trainable weights the update moved (None: no update)
     pairs_replay: int = 0  # pairs of the reward model's own labelled training rows
+    pairs_replay_judged: int = 0  # pairs the judge labelled in earlier steps
     judge: JudgeRound | None = None  # the judge asked where the rule's "no" said nothing
     judge_gold_agreement: float | None = None  # its labels that the gold judge shares
 
@@ -106,7 +107,8 @@ class _Pending:
     rollout_pairs: list[Pair]  # this process's pairs with rollout negatives
     ambiguous: int  # candidate rollouts the lenient guard kept out
     negatives: Future | Callable[[], tuple[list[NegativeOutcome], float]] | None  # assistant
-    replay: list[Pair] = field(default_factory=list)  # this process's replayed pairs
+    replay: list[Pair] = field(default_factory=list)  # this process's replayed rows
+    replay_judged: list[Pair] = field(default_factory=list)  # its judged pairs of earlier steps
     judge: JudgeRound | None = None
     judge_gold_agreement: float | None = None
     started: float = field(default_factory=time.perf_counter)
@@ -144,8 +146,9 @@ class CooperReward:
             raise ValueError("reward.judge_rejected and rm_update.labels=judge need a judge")
         if judge_rejected and plan.pays is not Payer.VERIFIER:
             raise ValueError("reward.judge_rejected pays where the rule says no: rule mode only")
-        if u.replay and plan.stage2 is Stage2.UPDATE and not replay:
-            raise ValueError("rm_update.replay needs the labelled pairs to replay")
+        if u.replay_judged and not self.judge_labels:
+            raise ValueError("rm_update.replay_judged replays the judge's labels: it needs "
+                             "rm_update.labels=judge and an updating reward mode")
         self.plan, self.rm, self.updater, self.verify = plan, rm, updater, verify
         self.negatives = negatives if uses_assistant else None
         self.from_rollouts = plan.stage2 is not Stage2.OFF and u.negatives in ("rollouts", "both")
@@ -164,7 +167,8 @@ class CooperReward:
         self.monitor_every = monitor_every if plan.pays is Payer.VERIFIER else 1
         self.judge, self.judge_rejected = judge, judge_rejected
         self.judge_budget, self.judge_threshold = judge_budget, judge_threshold
-        self.replay, self.replay_per_step = list(replay), u.replay
+        self.replay = Replay(replay, u.replay if plan.stage2 is Stage2.UPDATE else 0,
+                             u.replay_judged, seed=seed)
         # an endpoint's negatives are written while the policy updates: Stage 2 then waits for
         # the policy's step instead of running right after Stage 1
         self.background = self.negatives is not None and background
@@ -278,11 +282,9 @@ class CooperReward:
         mine = shard(positives, self.collective.rank, self.collective.world_size)
         rollout_pairs, ambiguous = (self._rollout_pairs(mine, pool) if self.from_rollouts
                                     else ([], 0))
-        replay = []
-        if self.replay_per_step and self.plan.stage2 is Stage2.UPDATE:
-            drawn = random.Random(f"{self.seed}:{step}:replay").sample(
-                self.replay, min(self.replay_per_step, len(self.replay)))
-            replay = shard(drawn, self.collective.rank, self.collective.world_size)
+        rows, replay_judged = self.replay.draw(step)  # then this step's judged pairs are kept
+        self.replay.keep(judged_pairs(rollout_pairs, pool))
+        replay = shard(rows, self.collective.rank, self.collective.world_size)
         written = None
         if self.negatives is not None:
             seed = self.seed * 1_000_003 + step * 1009 + self.collective.rank
@@ -295,7 +297,7 @@ class CooperReward:
             # an endpoint assistant works in the background while the policy updates
             written = self._executor.submit(write) if self._executor else write
         self._pending = _Pending(step, mine, len(positives), rollout_pairs, ambiguous, written,
-                                 replay, judged, agreement)
+                                 replay, replay_judged, judged, agreement)
 
     def _rollout_pairs(self, positives: list[Rollout],
                        everyone: list[Rollout]) -> tuple[list[Pair], int]:
@@ -348,7 +350,7 @@ class CooperReward:
                                          else pending.negatives())
         seconds_negatives = time.perf_counter() - t  # what the step waited for
         written = build_pairs(pending.positives, outcomes) if outcomes else []
-        pairs = pending.rollout_pairs + written + pending.replay
+        pairs = pending.rollout_pairs + written + pending.replay + pending.replay_judged
         paired = {p.positive for p in pairs}
         for p, o in zip(pending.positives, outcomes, strict=False):
             if o.negative is None:  # the log says why
@@ -357,9 +359,10 @@ class CooperReward:
         local = [len(pairs), len(pending.rollout_pairs), len(written),
                  sum(o.negative is not None and not o.fallback for o in outcomes),
                  sum(o.fallback for o in outcomes), pending.ambiguous,
-                 sum(p.completion not in paired for p in pending.positives), len(pending.replay)]
+                 sum(p.completion not in paired for p in pending.positives), len(pending.replay),
+                 len(pending.replay_judged)]
         (total_pairs, from_rollouts, from_positives, valid, fallback, ambiguous,
-         dropped, replayed) = (int(x) for x in c.sum_floats(local))
+         dropped, replayed, replayed_judged) = (int(x) for x in c.sum_floats(local))
         # 5. the pairwise update over the pairs of every process
         t = time.perf_counter()
         loss = acc = grad_norm = changed = None
@@ -385,7 +388,7 @@ class CooperReward:
             grad_norm=grad_norm, updated=updated, skipped_nonfinite=skipped,
             seconds_negatives=seconds_negatives, seconds_negatives_total=seconds_working,
             seconds_update=time.perf_counter() - t, changed_fraction=changed,
-            pairs_replay=replayed, judge=pending.judge,
+            pairs_replay=replayed, pairs_replay_judged=replayed_judged, judge=pending.judge,
             judge_gold_agreement=pending.judge_gold_agreement)
 
     def _measure_pairs(self, pos: list[Triple], neg: list[Triple]) -> list[float]:
