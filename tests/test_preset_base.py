@@ -170,6 +170,7 @@ def test_hacking_cpu_is_the_fifth_round_with_validation_every_25_steps():
              ("train", "reward", "monitor_every"): 1, ("arms", "rule", "reward.monitor_every"): 5,
              ("train", "reward", "judge_rejected"): False, ("train", "rm_update", "labels"): "rule",
              ("train", "rm_update", "replay"): 0, ("train", "rm_update", "replay_file"): None,
+             ("train", "rm_update", "replay_judged"): 0,
              ("train", "reward", "hybrid_scores"): "rejected"}
     assert set(now) == set(v5) | set(added)
     assert {k: now[k] for k in added} == added
