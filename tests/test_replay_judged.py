@@ -10,6 +10,7 @@ import pytest
 
 from cooper.config import load_config
 from cooper.config.engine import ConfigError
+from cooper.errors import UserError
 from cooper.rl.replay import Replay, judged_pairs
 from cooper.types import Pair, Rollout
 
@@ -40,6 +41,10 @@ def test_a_step_draws_only_what_earlier_steps_kept_seeded_and_within_capacity():
     again = Replay(judged_per_step=2, seed=3, capacity=3)
     again.load_state_dict(r.state_dict())
     assert again.judged == r.judged and again.draw(5) == r.draw(5)
+    for bad in ({"judged": [{"positive": "x"}]}, {"judged": "x"}, [1]):  # refused, not half loaded
+        with pytest.raises(UserError, match="delete it to resume"):
+            again.load_state_dict(bad)
+    assert again.judged == r.judged
     off = Replay()
     off.keep([pair(0)])
     assert off.judged == {} and off.draw(1) == ([], [])
@@ -101,3 +106,6 @@ def test_judged_pairs_of_one_step_are_replayed_in_the_next_and_survive_a_checkpo
     resumed = new_step()
     load_reward_model_state(resumed, tmp_path)
     assert resumed.replay.judged == kept
+    (tmp_path / "replay_judged.json").write_text('{"judged": [')  # a file cut short
+    with pytest.raises(UserError, match="is not JSON"):
+        load_reward_model_state(new_step(), tmp_path)

@@ -70,7 +70,12 @@ def load_reward_model_state(cooper: CooperReward, folder: str | os.PathLike) -> 
     if cooper.judge is not None and (folder / JUDGE_STATE).is_file():
         cooper.judge.load_state_dict(json.loads((folder / JUDGE_STATE).read_text()))
     if (folder / REPLAY_STATE).is_file():
-        cooper.replay.load_state_dict(json.loads((folder / REPLAY_STATE).read_text()))
+        try:
+            state = json.loads((folder / REPLAY_STATE).read_text())
+        except json.JSONDecodeError as e:
+            raise UserError(f"{folder / REPLAY_STATE} is not JSON ({e}): restore it from the "
+                            "run's other checkpoint, or delete it to resume with none kept") from e
+        cooper.replay.load_state_dict(state)
     if cooper.rm is None or not (folder / RM_FOLDER).is_dir():
         return
     weights = sorted((folder / RM_FOLDER).glob("*.safetensors"))

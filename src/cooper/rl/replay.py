@@ -18,6 +18,7 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 
+from cooper.errors import UserError
 from cooper.types import Pair, Rollout
 
 JUDGED_CAPACITY = 4096
@@ -73,5 +74,16 @@ class Replay:
         return {"judged": [asdict(p) for p in self.judged.values()]}
 
     def load_state_dict(self, state: dict) -> None:
+        """The pairs of :meth:`state_dict`; a file that does not hold them is refused whole,
+        with what to do, not half loaded."""
+        fields = ("problem_id", "question", "reference", "positive", "negative",
+                  "negative_source")
+        rows = state.get("judged", []) if isinstance(state, dict) else None
+        if not isinstance(rows, list) or not all(
+                isinstance(p, dict) and set(p) == set(fields)
+                and all(isinstance(p[f], str) for f in fields) for p in rows):
+            raise UserError("the checkpoint's replay_judged.json does not hold the judged pairs "
+                            f"(a list of {{{', '.join(fields)}}} of text): restore it from the "
+                            "run's other checkpoint, or delete it to resume with none kept")
         self.judged = {}
-        self.keep(Pair(**p) for p in state.get("judged", []))
+        self.keep(Pair(**p) for p in rows)
