@@ -30,6 +30,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from cooper.rm.calibration import apply_temperature
+from cooper.rm.last_token import last_layer_at, supported
 from cooper.rm.model import RewardModel, progress_bar
 from cooper.rm.prefix import batch_order, plan_groups, prefix_states
 
@@ -97,9 +98,11 @@ def unsupported(rm: RewardModel, k: int | None, total_tokens: int,
 class FrozenTrunk:
     """Hidden states after the frozen layers, and logits computed from them."""
 
-    def __init__(self, rm: RewardModel, k: int):
+    def __init__(self, rm: RewardModel, k: int, *, last_token: bool = True):
         self.rm, self.base = rm, rm.model.base_model
         self.split = len(self.base.layers) - k  # index of the first trained layer
+        # the last layer run at the scored token alone where it can be (cooper.rm.last_token)
+        self.last_token = last_token
 
     @contextlib.contextmanager
     def _cut(self, lo: int, hi: int, *, norm: bool) -> Iterator[None]:
@@ -159,7 +162,8 @@ class FrozenTrunk:
         return out  # type: ignore[return-value]
 
     def logits(self, states: Sequence[torch.Tensor]) -> torch.Tensor:
-        """Raw logits [B] from cached states: the top layers, final norm and score head."""
+        """Raw logits [B] from cached states: the top layers, final norm and score head (the
+        last layer at each row's last token alone, :mod:`cooper.rm.last_token`, where it can)."""
         import torch
 
         width = max(len(s) for s in states)
@@ -168,11 +172,21 @@ class FrozenTrunk:
         for i, s in enumerate(states):  # right padding, as RewardModel pads
             hidden[i, :len(s)] = s
             mask[i, :len(s)] = 1
-        with self._cut(self.split, len(self.base.layers), norm=True), self.rm.autocast():
-            top = self.base(inputs_embeds=hidden, attention_mask=mask,
-                            use_cache=False).last_hidden_state  # [B, L, H]
-            last = mask.sum(dim=1) - 1  # [B] index of each row's last real token
-            scores = self.rm.model.score(top[torch.arange(len(states)), last])  # [B, 1]
+        last = mask.sum(dim=1) - 1  # [B] index of each row's last real token
+        n = len(self.base.layers)
+        with self.rm.autocast():
+            if self.last_token and supported(self.base, width) is None:
+                if n - 1 > self.split:
+                    with self._cut(self.split, n - 1, norm=False):
+                        hidden = self.base(inputs_embeds=hidden, attention_mask=mask,
+                                           use_cache=False).last_hidden_state  # [B, L, H]
+                pooled = self.base.norm(last_layer_at(self.base, hidden, last))  # [B, H]
+            else:
+                with self._cut(self.split, n, norm=True):
+                    top = self.base(inputs_embeds=hidden, attention_mask=mask,
+                                    use_cache=False).last_hidden_state  # [B, L, H]
+                pooled = top[torch.arange(len(states)), last]  # [B, H]
+            scores = self.rm.model.score(pooled)  # [B, 1]
         return scores[:, 0].float()  # [B]
 
     def agrees(self, ids: Sequence[list[int]], states: Sequence[torch.Tensor]) -> float:
