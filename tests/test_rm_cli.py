@@ -123,6 +123,24 @@ def test_bench_rm_writes_its_keys(trained, capsys):
     assert code == 0 and "environment" in result and '"speedup"' in stdout
 
 
+def test_bench_train_times_both_ways_of_the_same_computation(trained, capsys):
+    tmp, out, _ = trained
+    code, stdout, _ = _in_process(capsys, "bench", "train", "--model", out, "--data",
+                                  tmp / "train.jsonl", "--n", "12", "--train-layers", "1",
+                                  "--batch-size", "4", "--repeats", "1",
+                                  "--out", tmp / "train.json")
+    result = json.loads((tmp / "train.json").read_text())
+    assert code == 0 and result["n"] == 12 and result["layers"] == 2
+    assert result["seconds"] > 0 and result["whole_layer_seconds"] > 0 and result["speedup"] > 0
+    # the same logits and gradients both ways, up to float rounding
+    assert result["max_logit_difference"] < 1e-4
+    assert result["max_relative_gradient_difference"] < 1e-4
+    # every layer trained: nothing to cache, said as such
+    code, _, err = _in_process(capsys, "bench", "train", "--model", out, "--data",
+                               tmp / "train.jsonl", "--n", "4", "--train-layers", "2")
+    assert code != 0 and "cannot be cached: no layer is frozen" in err
+
+
 def test_eval_balance_keeps_every_rare_row_and_as_many_of_the_other(trained, capsys, tmp_path):
     _, out, _ = trained
     rows = [json.loads(x) for x in _write(tmp_path / "all.jsonl", 30, seed=2).read_text().split("\n")

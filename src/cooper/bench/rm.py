@@ -30,7 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trust-remote-code", action="store_true")
 
 
-def _triples(args: argparse.Namespace) -> list:
+def bench_triples(args: argparse.Namespace) -> list:
     from cooper.types import Triple
 
     if args.data:
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.n < 1 or args.batch_size < 1 or args.repeats < 1:
         raise UserError("--n, --batch-size and --repeats must be at least 1")
     rm = RewardModel.load(args.model, trust_remote_code=args.trust_remote_code)
-    triples = _triples(args)
+    triples = bench_triples(args)
     rm.score(triples[:args.batch_size], batch_size=args.batch_size)  # warm-up, not timed
     best = {True: float("inf"), False: float("inf")}
     results = {}
