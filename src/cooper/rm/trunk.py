@@ -9,7 +9,9 @@ backward pass instead of a whole forward pass; on a CPU that is what makes sever
 the embedded model fit in minutes (ours, an optimisation with the same result).
 
 The top pass reuses the base model's own forward with its layer list cut to the top K for the
-duration of the call, so attention masks and rotary embeddings are built exactly as usual.
+duration of the call, so attention masks and rotary embeddings are built exactly as usual; in
+the Llama layer's families it cuts to the top K-1 and runs the last layer at the scored token
+alone (:mod:`cooper.rm.last_token`).
 This needs a base model of the ``embed_tokens -> layers -> norm`` shape with a ``score`` head
 whose forward does not rescale ``inputs_embeds`` (Llama, SmolLM, Qwen2/3, Mistral, ...);
 :func:`unsupported` says why another model is not handled, and training then runs full forward
