@@ -13,10 +13,10 @@ from cooper.errors import UserError
 DTYPES = ("auto", "float32", "bfloat16")
 RM_RECIPES = {"bfloat16": (4, 2e-4), "float32": (4, 2e-4)}
 """(epochs, learning rate) of the reward model's training in each precision, unless set: the
-same 4 epochs at 2e-4 in both. A float32 epoch takes longer (about 9:20-10:19 for the whole
-demo on a 2-core CPU that has bfloat16, against 7:23-8:11 in it); with 2 epochs at 3e-4, which
-float32 had to save that time, the reward model was not trusted in every seed
-(docs/reward_model.md, "The demo's reward model")"""
+same 4 epochs at 2e-4 in both. A float32 epoch takes longer (7:33-7:42 for the whole demo on a
+2-core CPU that has bfloat16, against 6:12-6:22 in it); with 2 epochs at 3e-4, which float32 had
+before its epochs ran the last layer at the scored token alone, the reward model was not trusted
+in every seed (docs/reward_model.md, "The demo's reward model")"""
 
 
 @dataclass(frozen=True)
