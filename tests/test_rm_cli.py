@@ -139,6 +139,10 @@ def test_bench_train_times_both_ways_of_the_same_computation(trained, capsys):
     code, _, err = _in_process(capsys, "bench", "train", "--model", out, "--data",
                                tmp / "train.jsonl", "--n", "4", "--train-layers", "2")
     assert code != 0 and "cannot be cached: no layer is frozen" in err
+    empty = tmp / "empty.jsonl"
+    empty.write_text("")
+    code, _, err = _in_process(capsys, "bench", "train", "--model", out, "--data", empty)
+    assert code != 0 and "no usable triples" in err  # a clear error, not a crash
 
 
 def test_eval_balance_keeps_every_rare_row_and_as_many_of_the_other(trained, capsys, tmp_path):
