@@ -1,6 +1,14 @@
-"""The experiment's stage runner: how many torch threads each worker stage gets."""
+"""The experiment's stage runner: how many torch threads each worker stage gets, and its workers
+ending with it."""
 
 from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 from cooper.config.experiment import load_experiment
 from cooper.experiment import jobs
@@ -49,3 +57,61 @@ def test_arms_start_by_their_reward_models_work(tmp_path):
         preset = tmp_path / "p.yaml"
         preset.write_text(f"base: hacking_cpu\narms:\n  rule: {{reward.mode: rule, {rule}}}\n")
         assert jobs.longest_first(load_experiment(str(preset)), ["rule", "rm"]) == order
+
+
+def sleeping_setup(exp, folder):
+    """Writes this worker's pid, then waits far longer than the test."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "pid").write_text(str(os.getpid()))
+    time.sleep(120)
+
+
+PARENT = """
+import sys
+sys.path[:0] = {path!r}
+from pathlib import Path
+
+import test_jobs
+from cooper.config.experiment import load_experiment
+from cooper.experiment import jobs
+
+if __name__ == "__main__":
+    stages = jobs.Stages(setup=test_jobs.sleeping_setup, arm=test_jobs.threads_arm)
+    jobs.run_stages(load_experiment("hacking_cpu", ["arms=rule"]), Path({out!r}), stages,
+                    jobs=2)
+"""
+
+
+def test_a_worker_stops_when_the_experiments_process_is_killed(tmp_path):
+    """SIGKILL (or SIGTERM) reaches the experiment's process alone; its worker must not go on
+    writing into the folder a rerun resumes."""
+    script = tmp_path / "parent.py"
+    script.write_text(PARENT.format(path=[str(Path(__file__).parent), *sys.path],
+                                    out=str(tmp_path / "exp")))
+    parent = subprocess.Popen([sys.executable, str(script)], stderr=subprocess.PIPE, text=True)
+    pid_file = tmp_path / "exp" / "seed-0" / "pid"
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() or not pid_file.read_text():
+        assert parent.poll() is None, f"the experiment ended early: {parent.stderr.read()}"
+        assert time.monotonic() < deadline, "the setup never started in a worker"
+        time.sleep(0.2)
+    worker = int(pid_file.read_text())
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 15
+    try:
+        while _alive(worker):
+            assert time.monotonic() < deadline, f"worker {worker} outlived the experiment"
+            time.sleep(0.2)
+    finally:
+        if _alive(worker):
+            os.kill(worker, signal.SIGKILL)
+    assert "is gone: stopping this stage" in parent.stderr.read()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True  # a zombie too: its parent is gone, so init reaps it at once

@@ -12,7 +12,9 @@ Setups are the exception when there are fewer seeds than jobs: nothing else can 
 (:func:`setup_threads`; one seed with ``--jobs 2`` sets up on both cores).
 A seed's arms start longest first (:func:`longest_first`), so that no long arm runs alone at
 the end. Stages skip or resume what is done on their own, so a parallel run that was interrupted
-continues like a sequential one.
+continues like a sequential one. A worker ends itself once this process is gone (killed by
+SIGTERM or SIGKILL, which reach it alone, where Ctrl-C reaches every process of the group), so
+that no orphaned stage goes on writing into a folder that a rerun resumes.
 
 Takes the stage functions (module-level, so a worker can import them) and the experiment's
 settings; hands back ``{seed: {arm: result}}``. Imports no torch until a worker starts.
@@ -23,6 +25,9 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import sys
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -114,7 +119,8 @@ def _in_workers(plan: list[tuple[int, ExperimentConfig, Path]], arms: list[str],
     # spawn, not fork: a forked child would inherit this process's threads and torch state
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
                                initializer=_init_worker,
-                               initargs=(threads, logging.getLogger().getEffectiveLevel()),
+                               initargs=(threads, logging.getLogger().getEffectiveLevel(),
+                                         os.getpid()),
                                max_tasks_per_child=1)
 
     def submit(seed: int, arm: str | None, fn: Callable, *args: Any,
@@ -160,8 +166,10 @@ def _in_workers(plan: list[tuple[int, ExperimentConfig, Path]], arms: list[str],
     return results
 
 
-def _init_worker(threads: int, level: int) -> None:
-    """A worker's start: thread limits before torch is imported, logging, memory reuse."""
+def _init_worker(threads: int, level: int, parent: int) -> None:
+    """A worker's start: a watch on ``parent`` (the experiment's process), thread limits before
+    torch is imported, logging, memory reuse."""
+    threading.Thread(target=_end_with, args=(parent,), name="parent-watch", daemon=True).start()
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(threads)
     logging.basicConfig(level=level, format=LOG_FORMAT.format(key=""), datefmt="%H:%M:%S")
@@ -169,6 +177,17 @@ def _init_worker(threads: int, level: int) -> None:
     import torch
 
     torch.set_num_threads(threads)
+
+
+def _end_with(parent: int, every_s: float = 1.0) -> None:
+    """Ends this worker once ``parent`` is no longer its parent (it died and the worker was
+    handed to another). Polling, not ``PR_SET_PDEATHSIG``: that one is Linux's alone, and fires
+    when the thread that started the worker ends, which in a process pool is not the process."""
+    while os.getppid() == parent:
+        time.sleep(every_s)
+    print(f"cooper: the experiment's process {parent} is gone: stopping this stage (a rerun "
+          "resumes it)", file=sys.stderr, flush=True)
+    os._exit(1)  # at once, from this thread: the stage may be deep in a training step
 
 
 def _stage(key: str, threads: int, fn: Callable, *args: Any) -> Any:
