@@ -110,8 +110,14 @@ def test_a_worker_stops_when_the_experiments_process_is_killed(tmp_path):
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` still runs; a zombie has ended (whoever adopted it reaps it when it will:
+    not every container's first process does at once)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    return True  # a zombie too: its parent is gone, so init reaps it at once
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:  # ended meanwhile, or no /proc (then kill's answer stands)
+        return not Path("/proc/self").exists()
+    return state != "Z"
