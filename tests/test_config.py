@@ -67,7 +67,8 @@ def test_bad_settings_say_how_to_fix(overrides, message):
 @pytest.mark.parametrize(("overrides", "message"), [
     (["reward.mode=foo"], "not one of: rule, rm, cooper"),
     (["reward.mode=cooper"], "needs a reward model"),
-    (["reward.mode=rule", "assistant.backend=endpoint"], "needs assistant.base_url"),
+    (["reward.mode=cooper", "reward.model=runs/rm", "rm_update.negatives=assistant",
+      "assistant.backend=endpoint"], "needs assistant.base_url"),
     (["reward.mode=rule", "rollout.samples_per_prompt=1"], "must be >= 2"),
     (["reward.mode=rule", "rollout.micro_batch_size=7"], "multiple of micro_batch_size"),
     (["reward.mode=rule", "max_steps=0"], "max_steps must be >= 1"),
@@ -112,3 +113,16 @@ def test_rm_probe_needs_a_reward_model():
         load_config(None, ["reward.mode=rule", "validation.rm_probe=probe.jsonl"]).validate()
     load_config(None, ["reward.mode=rule", "reward.model=x",
                        "validation.rm_probe=probe.jsonl"]).validate()
+
+
+def test_an_unasked_assistant_needs_no_endpoint():
+    """The paper's preset names an endpoint assistant with no URL; a run whose negatives are the
+    rollouts never asks it, so training.md's judged commands on that preset must validate."""
+    cfg = load_config("qwen2.5-1.5b_gsm8k", [
+        "reward.mode=hybrid_cooper", "reward.hybrid_scores=unread", "reward.model=runs/rm",
+        "rm_update.negatives=rollouts", "rm_update.labels=judge", "judge.backend=endpoint",
+        "judge.base_url=http://127.0.0.1:8001/v1", "judge.model=Qwen/Qwen3-4B"]).validate()
+    assert cfg.assistant.backend == "endpoint" and not cfg.assistant.base_url
+    assert not cfg.uses_assistant()
+    with pytest.raises(ConfigError, match="needs assistant.base_url"):
+        load_config("qwen2.5-1.5b_gsm8k", ["reward.model=runs/rm"]).validate()

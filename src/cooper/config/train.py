@@ -476,9 +476,13 @@ class TrainConfig:
         if self.validation.rm_probe and not self.reward.model:
             raise ConfigError("validation.rm_probe scores the reward model, but there is none: "
                               "set reward.model=DIR or drop validation.rm_probe")
-        if self.assistant.backend == "endpoint" and not (self.assistant.base_url and self.assistant.model):
+        # Only where Stage 2 asks it: a preset's assistant section must not block a run whose
+        # negatives are the rollouts (the judged arms on the paper's preset).
+        if (self.uses_assistant() and self.assistant.backend == "endpoint"
+                and not (self.assistant.base_url and self.assistant.model)):
             raise ConfigError("assistant.backend=endpoint needs assistant.base_url=URL and "
-                              "assistant.model=NAME")
+                              "assistant.model=NAME (or rm_update.negatives=rollouts, which "
+                              "needs no assistant)")
         for key in ("max_steps", "policy.num_iterations", "rollout.prompts_per_step",
                     "rollout.samples_per_prompt", "rollout.micro_batch_size",
                     "assistant.batch_size", "validation.samples", "validation.limit",
