@@ -33,6 +33,29 @@ def test_a_timeout_says_whether_its_worker_computed_or_was_starved(pool):
     assert computed.cpu_s is not None and computed.cpu_s > 0.5
 
 
+def test_a_workers_cpu_time_is_read_finer_than_a_clock_tick():
+    """A deadline of tens of milliseconds is judged starved or slow by the worker's CPU time,
+    so it must be read to the millisecond, not in 10 ms clock ticks: the figure the pool reads
+    for a process matches the CPU time the process itself measures for a 3 ms burst."""
+    script = textwrap.dedent("""
+        import os, time
+        from cooper.infra.procpool import _cpu_seconds
+        worst = 0.0
+        for _ in range(5):
+            a, t0 = _cpu_seconds(os.getpid()), time.thread_time()
+            while time.thread_time() - t0 < 0.003:
+                pass
+            b, t1 = _cpu_seconds(os.getpid()), time.thread_time()
+            worst = max(worst, abs((b - a) - (t1 - t0)))
+        print(worst)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=cli_env(), timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    if sys.platform.startswith("linux"):  # elsewhere psutil's own resolution is what there is
+        assert float(proc.stdout) < 0.002, f"CPU time read {proc.stdout.strip()} s off a 3 ms burst"
+
+
 def test_results_timeouts_and_errors_are_per_call(pool):
     out = pool.run(time.sleep, [(0,), (30,), (0,)], timeout_s=0.5)
     assert out[0] == Outcome("ok") and out[2] == Outcome("ok")
