@@ -214,7 +214,8 @@ def test_the_judged_preset_is_hacking_cpu_with_blind_cpus_judged_arm():
     seeds must be hacking_cpu's (same setup, steps, final evaluation), and its arm blind_cpu's."""
     base = load_experiment("hacking_cpu").validate()
     judged = load_experiment("hacking_cpu_judged").validate()
-    assert judged.arm_list == [*base.arm_list, "cooper_judged", "cooper_judged_read"]
+    assert judged.arm_list == [*base.arm_list, "cooper_judged", "cooper_judged_read",
+                               "cooper_judged_read_replay_anchor"]
     for arm in base.arm_list:
         assert judged.arm_train(arm).to_dict() == base.arm_train(arm).to_dict()
     assert (judged.setup, judged.rm_init, judged.probe, judged.final_eval) == (
@@ -228,3 +229,23 @@ def test_the_judged_preset_is_hacking_cpu_with_blind_cpus_judged_arm():
     assert read.reward.hybrid_scores == "unread" and arm.reward.hybrid_scores == "rejected"
     assert ({**read.to_dict(), "reward": {**read.to_dict()["reward"], "hybrid_scores": "x"}}
             == {**arm.to_dict(), "reward": {**arm.to_dict()["reward"], "hybrid_scores": "x"}})
+
+
+def test_the_replay_and_anchor_arm_is_the_read_arm_with_the_setups_rows_replayed():
+    """`cooper_judged_read_replay_anchor`, the recommended judged arm, ships in both presets the
+    docs run it from, the same in each, and differs from the read arm only in the replay and
+    the anchor; with no rows for it to replay, the experiment says so before it starts."""
+    blind = load_experiment("blind_cpu").validate()
+    judged = load_experiment("hacking_cpu_judged").validate()
+    name = "cooper_judged_read_replay_anchor"
+    assert blind.arms[name] == judged.arms[name]
+    for exp in (blind, judged):
+        arm, read = exp.arm_train(name).to_dict(), exp.arm_train("cooper_judged_read").to_dict()
+        assert (arm["rm_update"]["replay"], arm["rm_update"]["anchor_weight"]) == (8, 0.5)
+        for key in ("replay", "anchor_weight"):
+            arm["rm_update"][key] = read["rm_update"][key]
+        assert arm == read
+    with pytest.raises(ConfigError, match="rm_init.triples=0"):
+        load_experiment("blind_cpu", ["rm_init.triples=0", "probe.min_accuracy=null",
+                                      "probe.min_recall_missed=null"]).validate()
+
