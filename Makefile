@@ -55,10 +55,10 @@ experiment: setup
 	$(BIN)/cooper experiment hacking --preset hacking_cpu --out $(EXP_OUT) --seeds $(SEEDS) --jobs 2
 
 # One seed of the blind-rule testbed (the rule misses right answers in words and never pays a
-# yes/no comparison; ten arms: the rule, the gold judge, a judge on every rejection (perfect,
+# yes/no comparison; eleven arms: the rule, the gold judge, a judge on every rejection (perfect,
 # noisy), Cooper with rollout negatives, with judged labels, with a noisy judge, with replay,
-# judged with the rule's read "no" paid 0, and that with its own rows replayed and its pairs
-# anchored): setup, arms, report; see docs/experiment_blind.md.
+# judged with the rule's read "no" paid 0, and that with 8 or 16 of its own rows replayed and
+# its pairs anchored): setup, arms, report; see docs/experiment_blind.md.
 # More seeds: make experiment-blind SEEDS=0,1,2,3,4.
 BLIND_OUT ?= runs/blind
 experiment-blind: setup

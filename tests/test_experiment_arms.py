@@ -234,7 +234,8 @@ def test_the_judged_preset_is_hacking_cpu_with_blind_cpus_judged_arm():
 def test_the_replay_and_anchor_arm_is_the_read_arm_with_the_setups_rows_replayed():
     """`cooper_judged_read_replay_anchor`, the recommended judged arm, ships in both presets the
     docs run it from, the same in each, and differs from the read arm only in the replay and
-    the anchor; with no rows for it to replay, the experiment says so before it starts."""
+    the anchor; blind_cpu's 16-row variant differs from it only in the rows replayed; with no
+    rows for it to replay, the experiment says so before it starts."""
     blind = load_experiment("blind_cpu").validate()
     judged = load_experiment("hacking_cpu_judged").validate()
     name = "cooper_judged_read_replay_anchor"
@@ -245,6 +246,11 @@ def test_the_replay_and_anchor_arm_is_the_read_arm_with_the_setups_rows_replayed
         for key in ("replay", "anchor_weight"):
             arm["rm_update"][key] = read["rm_update"][key]
         assert arm == read
+    sixteen = blind.arm_train("cooper_judged_read_replay16_anchor").to_dict()
+    eight = blind.arm_train(name).to_dict()
+    assert sixteen["rm_update"]["replay"] == 16
+    sixteen["rm_update"]["replay"] = 8
+    assert sixteen == eight
     with pytest.raises(ConfigError, match="rm_init.triples=0"):
         load_experiment("blind_cpu", ["rm_init.triples=0", "probe.min_accuracy=null",
                                       "probe.min_recall_missed=null"]).validate()

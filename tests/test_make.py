@@ -54,5 +54,6 @@ def test_make_experiment_blind_runs_one_seed_of_the_blind_rule_testbed(tmp_path)
     assert printed["train"]["validation"]["judge"] == "gold"
     assert list(printed["arms"]) == ["gold", "rule", "tinyv", "tinyv_noisy", "cooper_rollouts",
                                      "cooper_judged", "cooper_judged_noisy", "cooper_replay",
-                                     "cooper_judged_read", "cooper_judged_read_replay_anchor"]
+                                     "cooper_judged_read", "cooper_judged_read_replay_anchor",
+                                     "cooper_judged_read_replay16_anchor"]
     assert not (tmp_path / "blind").exists()
