@@ -59,10 +59,12 @@ experiment: setup
 # noisy), Cooper with rollout negatives, with judged labels, with a noisy judge, with replay,
 # judged with the rule's read "no" paid 0, and that with 8 or 16 of its own rows replayed and
 # its pairs anchored): setup, arms, report; see docs/experiment_blind.md.
-# More seeds: make experiment-blind SEEDS=0,1,2,3,4.
+# More seeds: make experiment-blind SEEDS=0,1,2,3,4. Some arms only (a rerun adds the others):
+# make experiment-blind BLIND_ARMS=rule,gold,cooper_judged_read_replay16_anchor.
 BLIND_OUT ?= runs/blind
+BLIND_ARMS ?=
 experiment-blind: setup
-	$(BIN)/cooper experiment hacking --preset blind_cpu --out $(BLIND_OUT) --seeds $(SEEDS) --jobs 2
+	$(BIN)/cooper experiment hacking --preset blind_cpu --out $(BLIND_OUT) --seeds $(SEEDS) --jobs 2 $(if $(BLIND_ARMS),arms=$(BLIND_ARMS))
 
 lint: setup
 	$(BIN)/ruff check src tests

@@ -57,3 +57,8 @@ def test_make_experiment_blind_runs_one_seed_of_the_blind_rule_testbed(tmp_path)
                                      "cooper_judged_read", "cooper_judged_read_replay_anchor",
                                      "cooper_judged_read_replay16_anchor"]
     assert not (tmp_path / "blind").exists()
+    # BLIND_ARMS: those arms only, in the order given
+    [some] = make_dry_run("experiment-blind", f"BLIND_OUT={tmp_path / 'blind'}",
+                          "BLIND_ARMS=rule,cooper_judged_read_replay16_anchor")
+    printed = yaml.safe_load(run_cli(*some[1:], "--print-config").stdout)
+    assert list(printed["arms"]) == ["rule", "cooper_judged_read_replay16_anchor"]
