@@ -215,7 +215,8 @@ def test_the_judged_preset_is_hacking_cpu_with_blind_cpus_judged_arm():
     base = load_experiment("hacking_cpu").validate()
     judged = load_experiment("hacking_cpu_judged").validate()
     assert judged.arm_list == [*base.arm_list, "cooper_judged", "cooper_judged_read",
-                               "cooper_judged_read_replay_anchor"]
+                               "cooper_judged_read_replay_anchor",
+                               "cooper_judged_read_replay16_anchor"]
     for arm in base.arm_list:
         assert judged.arm_train(arm).to_dict() == base.arm_train(arm).to_dict()
     assert (judged.setup, judged.rm_init, judged.probe, judged.final_eval) == (
@@ -234,19 +235,19 @@ def test_the_judged_preset_is_hacking_cpu_with_blind_cpus_judged_arm():
 def test_the_replay_and_anchor_arm_is_the_read_arm_with_the_setups_rows_replayed():
     """`cooper_judged_read_replay_anchor`, the recommended judged arm, ships in both presets the
     docs run it from, the same in each, and differs from the read arm only in the replay and
-    the anchor; blind_cpu's 16-row variant differs from it only in the rows replayed; with no
-    rows for it to replay, the experiment says so before it starts."""
+    the anchor; the 16-row variant, the same in both presets too, differs from it only in the
+    rows replayed; with no rows for it to replay, the experiment says so before it starts."""
     blind = load_experiment("blind_cpu").validate()
     judged = load_experiment("hacking_cpu_judged").validate()
-    name = "cooper_judged_read_replay_anchor"
-    assert blind.arms[name] == judged.arms[name]
+    name, name16 = "cooper_judged_read_replay_anchor", "cooper_judged_read_replay16_anchor"
+    assert blind.arms[name] == judged.arms[name] and blind.arms[name16] == judged.arms[name16]
     for exp in (blind, judged):
         arm, read = exp.arm_train(name).to_dict(), exp.arm_train("cooper_judged_read").to_dict()
         assert (arm["rm_update"]["replay"], arm["rm_update"]["anchor_weight"]) == (8, 0.5)
         for key in ("replay", "anchor_weight"):
             arm["rm_update"][key] = read["rm_update"][key]
         assert arm == read
-    sixteen = blind.arm_train("cooper_judged_read_replay16_anchor").to_dict()
+    sixteen = blind.arm_train(name16).to_dict()
     eight = blind.arm_train(name).to_dict()
     assert sixteen["rm_update"]["replay"] == 16
     sixteen["rm_update"]["replay"] = 8
