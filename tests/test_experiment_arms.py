@@ -233,10 +233,10 @@ def test_the_judged_preset_is_hacking_cpu_with_blind_cpus_judged_arm():
 
 
 def test_the_replay_and_anchor_arm_is_the_read_arm_with_the_setups_rows_replayed():
-    """`cooper_judged_read_replay_anchor`, the recommended judged arm, ships in both presets the
-    docs run it from, the same in each, and differs from the read arm only in the replay and
-    the anchor; the 16-row variant, the same in both presets too, differs from it only in the
-    rows replayed; with no rows for it to replay, the experiment says so before it starts."""
+    """`cooper_judged_read_replay_anchor` (8 rows) ships in both presets the docs run it from, the
+    same in each, and differs from the read arm only in the replay and the anchor; the 16-row
+    variant, the recommended judged arm, the same in both presets too, differs from it only in
+    the rows replayed; with no rows for it to replay, the experiment says so before it starts."""
     blind = load_experiment("blind_cpu").validate()
     judged = load_experiment("hacking_cpu_judged").validate()
     name, name16 = "cooper_judged_read_replay_anchor", "cooper_judged_read_replay16_anchor"
