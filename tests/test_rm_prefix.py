@@ -230,3 +230,27 @@ def test_frozen_layer_states_share_prefixes_and_equal_full_forwards(rm):
     for a, b, i in zip(shared, full, ids, strict=True):
         assert a.shape == b.shape == (len(i), rm.model.config.hidden_size)
         assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_shared_prefix_gradients_are_the_same_bits_on_two_threads(rm):
+    # one group of 64 completions: the gradients of the group's cached keys and values are
+    # sums over its 64 rows, which two threads share out between them; indexing the cache
+    # (`keys[rows]`) added them up in whatever order the threads ran, so a run never gave the
+    # same weights twice (cooper.rm.prefix.select_rows)
+    question = Triple("What is 123 + 456 + 789? Show each step.", "1368", "")
+    ids = [rm.encode(Triple(question.question, question.reference, f"{k} + {k + 1} = {2 * k + 1}"))
+           for k in range(64)]
+    groups = [g for g in plan_groups(ids) if g.prefix]
+    assert len(groups) == 1 and len(groups[0].members) == 64 and groups[0].prefix >= 20
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        grads = []
+        for _ in range(6):
+            rm.model.zero_grad(set_to_none=True)
+            prefix.prefix_logits(rm.model, ids, groups, rm.tokenizer.pad_token_id).sum().backward()
+            grads.append([p.grad.clone() for p in rm.model.parameters()])
+    finally:
+        torch.set_num_threads(threads)
+    for again in grads[1:]:
+        assert all(torch.equal(a, b) for a, b in zip(grads[0], again, strict=True))

@@ -174,6 +174,29 @@ class GroupPass:
     suffix_lengths: list[int]  # [N]
 
 
+def select_rows(cache, rows: torch.Tensor) -> None:
+    """``cache.batch_select_indices(rows)``, by ``index_select``: row ``r`` of every layer's keys
+    and values becomes row ``rows[r]``.
+
+    Why not transformers' own: it indexes (``keys[rows]``), and that backward adds each row's
+    gradient into its group's with atomic adds shared out between the threads, so on two or more
+    threads a group's sum came out in a varying order and the same training never gave the same
+    weights twice (``cooper rm train`` on the testbed's rows: losses 0.2119 and 0.2006).
+    ``index_select``'s backward adds them in row order on any thread count, and on one thread
+    gives the same bits as the indexing did. A cache layer that keeps more than its keys and
+    values (one that overrides the method) selects its own rows.
+    """
+    from transformers.cache_utils import DynamicLayer
+
+    for layer in getattr(cache, "layers", None) or [cache]:
+        plain = type(layer).batch_select_indices is DynamicLayer.batch_select_indices
+        if plain and layer.get_seq_length() > 0:
+            layer.keys = layer.keys.index_select(0, rows)  # [N, heads, P, D]
+            layer.values = layer.values.index_select(0, rows)  # [N, heads, P, D]
+        else:
+            layer.batch_select_indices(rows)
+
+
 def run_groups(base: torch.nn.Module, ids: Sequence[Sequence[int]],
                groups: Sequence[PrefixGroup], pad_id: int) -> GroupPass:
     """Two forwards of a decoder ``base`` model over the members of ``groups`` (every ``prefix``
@@ -204,7 +227,7 @@ def run_groups(base: torch.nn.Module, ids: Sequence[Sequence[int]],
     positions = starts[:, None] + torch.arange(s_width)[None, :]  # [N, S]
     out = base(input_ids=pre.to(device), attention_mask=pre_mask.to(device), use_cache=True)
     cache = out.past_key_values
-    cache.batch_select_indices(rows.to(device))  # every row gets its group's keys and values
+    select_rows(cache, rows.to(device))  # every row gets its group's keys and values
     hidden = base(input_ids=suf.to(device),
                   attention_mask=torch.cat([pre_mask[rows], suf_mask], dim=1).to(device),  # [N, P+S]
                   position_ids=positions.to(device), past_key_values=cache,
