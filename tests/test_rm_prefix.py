@@ -235,8 +235,8 @@ def test_frozen_layer_states_share_prefixes_and_equal_full_forwards(rm):
 def test_shared_prefix_gradients_are_the_same_bits_on_two_threads(rm):
     # one group of 64 completions: the gradients of the group's cached keys and values are
     # sums over its 64 rows, which two threads share out between them; indexing the cache
-    # (`keys[rows]`) added them up in whatever order the threads ran, so a run never gave the
-    # same weights twice (cooper.rm.prefix.select_rows)
+    # (`keys[rows]`) added them up in whatever order the threads ran, so the same training gave
+    # other weights from run to run (cooper.rm.prefix.select_rows)
     question = Triple("What is 123 + 456 + 789? Show each step.", "1368", "")
     ids = [rm.encode(Triple(question.question, question.reference, f"{k} + {k + 1} = {2 * k + 1}"))
            for k in range(64)]

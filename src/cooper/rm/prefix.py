@@ -180,8 +180,8 @@ def select_rows(cache, rows: torch.Tensor) -> None:
 
     Why not transformers' own: it indexes (``keys[rows]``), and that backward adds each row's
     gradient into its group's with atomic adds shared out between the threads, so on two or more
-    threads a group's sum came out in a varying order and the same training never gave the same
-    weights twice (``cooper rm train`` on the testbed's rows: losses 0.2119 and 0.2006).
+    threads a group's sum came out in a varying order and the same training gave other weights
+    from run to run (``cooper rm train`` on the testbed's rows, twice: losses 0.2119 and 0.2006).
     ``index_select``'s backward adds them in row order on any thread count, and on one thread
     gives the same bits as the indexing did. A cache layer that keeps more than its keys and
     values (one that overrides the method) selects its own rows.
