@@ -13,10 +13,10 @@ from cooper.errors import UserError
 DTYPES = ("auto", "float32", "bfloat16")
 RM_RECIPES = {"bfloat16": (4, 2e-4), "float32": (4, 2e-4)}
 """(epochs, learning rate) of the reward model's training in each precision, unless set: the
-same 4 epochs at 2e-4 in both. A float32 epoch takes longer (7:33-7:42 for the whole demo on a
-2-core CPU that has bfloat16, against 6:12-6:22 in it); with 2 epochs at 3e-4, which float32 had
-before its epochs ran the last layer at the scored token alone, the reward model was not trusted
-in every seed (docs/reward_model.md, "The demo's reward model")"""
+same 4 epochs at 2e-4 in both. A float32 epoch takes longer (the whole demo in 10:19-11:07 on a
+2-core AMD EPYC, 7:33-7:42 on a 2-core Xeon, against 5:50-6:00 and 6:12-6:22 in bfloat16); the
+shorter float32 stages tried each left the reward model not trusted in a seed: 2 epochs at 3e-4,
+and the top 2 layers trained instead of 4 (docs/reward_model.md, "The demo's reward model")"""
 
 
 @dataclass(frozen=True)
