@@ -165,10 +165,16 @@ def test_the_step_table_has_a_column_a_step_and_fits_the_summary():
     assert many.count("Cooper step") == 3  # 10 steps a block
 
 
-def test_the_reward_models_epochs_follow_the_precision_unless_set():
+def test_the_reward_models_epochs_follow_the_precision_unless_set(monkeypatch):
     from cooper.config.demo import RM_RECIPES, DemoSettings
     from cooper.experiment.demo import rm_recipe
 
     assert rm_recipe(DemoSettings(), "bfloat16") == RM_RECIPES["bfloat16"] == (4, 2e-4)
     assert rm_recipe(DemoSettings(), "float32") == RM_RECIPES["float32"] == (4, 2e-4)
     assert rm_recipe(DemoSettings(rm_epochs=2, rm_lr=3e-4), "float32") == (2, 3e-4)
+    # the two shipped recipes are the same, so tell them apart to see each precision reads its own
+    monkeypatch.setitem(RM_RECIPES, "float32", (3, 1e-4))
+    assert rm_recipe(DemoSettings(), "float32") == (3, 1e-4)
+    assert rm_recipe(DemoSettings(), "bfloat16") == (4, 2e-4)
+    assert rm_recipe(DemoSettings(rm_epochs=5), "float32") == (5, 1e-4)  # the unset one: recipe's
+    assert rm_recipe(DemoSettings(rm_lr=1e-3), "bfloat16") == (4, 1e-3)

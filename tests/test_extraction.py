@@ -176,6 +176,20 @@ def test_lenient_extends_strict(text):
 
 
 @settings(max_examples=200)
+@given(prefix=free_text, n=integers, later=integers,
+       anchor=st.sampled_from(["\\boxed{{{}}}", "\n#### {}\n", "The answer is {}.",
+                               "\\boxed{{\\frac{{{}}}{{2}}}}"]))
+def test_lenient_keeps_the_strict_answer_before_a_later_number(prefix, n, later, anchor):
+    """Where strict reads an answer, lenient reads the same one, even with a later number in
+    the text (random text alone almost never holds an anchor, so the test above rarely asserts);
+    lenient reading "2" out of \\boxed{\\frac{n}{2}} would pay a rollout negative as right."""
+    text = f"{prefix} {anchor.format(n)} then {later} more"
+    strict = find_answer(text, "strict")
+    assert strict is not None, text
+    assert find_answer(text, "lenient") == strict
+
+
+@settings(max_examples=200)
 @given(x=st.floats(min_value=-1e9, max_value=1e9, allow_nan=False).map(lambda v: round(v, 3)))
 def test_float_references_drop_trailing_zero(x):
     """SVAMP writes answers as floats: ``145.0`` must read as ``145``."""

@@ -71,6 +71,11 @@ def test_its_flips_are_seeded_per_item_and_at_the_rate_asked():
     assert noisy.metrics() == {"judge_flipped": first.count(False)}
     # the same answer to the same problem is always judged the same way; another seed differs
     assert [v.correct for v in GoldJudge(error_rate=0.1, seed=3).judge(items)] == first
+    # ... whatever else is asked with it, and in whatever order (a flip drawn from one stream
+    # per call would move with the batch)
+    again = GoldJudge(error_rate=0.1, seed=3)
+    assert [v.correct for v in again.judge(items[::-1])] == first[::-1]
+    assert [v.correct for v in again.judge(items[1::7])] == first[1::7]
     assert [v.correct for v in GoldJudge(error_rate=0.1, seed=4).judge(items)] != first
     assert all(v.correct for v in GoldJudge().judge(items))
 

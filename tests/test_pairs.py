@@ -36,6 +36,10 @@ def test_random_choice_is_seeded_and_within_the_correct_ones():
     a = select_positives(ROLLOUTS, choice="random", rng=random.Random(1))
     b = select_positives(ROLLOUTS, choice="random", rng=random.Random(1))
     assert a == b and all(p.correct for p in a) and len(a) == 2
+    # random, not the first: over seeds every correct rollout of a prompt is picked
+    picked = {p.completion for seed in range(40)
+              for p in select_positives(ROLLOUTS, choice="random", rng=random.Random(seed))}
+    assert picked == {"a2", "a3", "c1", "c3"}
 
 
 def test_groups_split_across_processes_are_selected_once_gathered():

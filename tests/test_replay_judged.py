@@ -50,6 +50,24 @@ def test_a_step_draws_only_what_earlier_steps_kept_seeded_and_within_capacity():
     assert off.judged == {} and off.draw(1) == ([], [])
 
 
+def test_draws_are_samples_that_change_with_the_step_and_the_seed():
+    """Both replays draw a seeded sample per step, not the same first rows every step: a fixed
+    draw would replay a handful of rows for the whole run."""
+    pool = [pair(i) for i in range(12)]
+    r = Replay(pool, rows_per_step=3, judged_per_step=2, seed=3)
+    r.keep(pool[:6])
+    draws = [r.draw(step) for step in range(1, 41)]
+    for rows, judged in draws:
+        assert len(rows) == len(set(rows)) == 3 and set(rows) <= set(pool)
+        assert len(judged) == len(set(judged)) == 2 and set(judged) <= set(pool[:6])
+    assert len({tuple(rows) for rows, _ in draws}) > 10  # 220 subsets of 3
+    assert len({tuple(judged) for _, judged in draws}) > 5  # 15 subsets of 2
+    assert {p for rows, _ in draws for p in rows} == set(pool)  # every row gets replayed
+    other = Replay(pool, rows_per_step=3, judged_per_step=2, seed=4)
+    other.keep(pool[:6])
+    assert [other.draw(step) for step in range(1, 41)] != draws
+
+
 def test_replay_judged_needs_the_judges_labels():
     with pytest.raises(ConfigError, match="rm_update.labels=judge"):
         load_config(None, ["reward.mode=cooper", "rm_update.replay_judged=4"]).validate()

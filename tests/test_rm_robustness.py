@@ -222,7 +222,7 @@ def test_calibrate_writes_a_temperature_that_score_applies(two_models, capsys, v
     raw = before.raw_logits([r.triple for r in rows])
     code, out, _ = _run(capsys, "rm", "calibrate", "--model", model, "--data", held, "--json",
                         "--dry-run")
-    assert code == 0 and "nothing written" in out and before.temperature == 1.0
+    assert code == 0 and "nothing written" in out and RewardModel.load(model).temperature == 1.0
     assert "temperature" not in json.loads((model / "cooper_rm.json").read_text()) or \
         json.loads((model / "cooper_rm.json").read_text())["temperature"] == 1.0
     code, out, _ = _run(capsys, "rm", "calibrate", "--model", model, "--data", held, "--json")

@@ -179,7 +179,11 @@ def test_a_passing_setup_records_both_figures_and_setup_only_stops_there(tmp_pat
     check = setup["policy_check"]
     assert check["band"] == [0.0, 1.0] and check["benchmark"] == "arith_2x1:validation"
     assert 0.0 <= check["accuracy"] <= 1.0 and check["problems"] == 4
-    assert setup["probe_bar"] == 0.0 and 0.0 <= setup["probe_auroc"] <= 1.0
+    # the saved reward model, scored again on the probe: its training round's figures
+    last = setup["rm_init"]["per_round"][-1]
+    assert setup["probe_bar"] == 0.0
+    assert setup["probe_auroc"] == pytest.approx(last["probe_auroc"], abs=1e-6)
+    assert setup["probe_accuracy"] == pytest.approx(last["probe_accuracy"], abs=1e-6)
     assert setup["rm_init"]["rounds"] == 1 and len(setup["rm_init"]["per_round"]) == 1
 
 

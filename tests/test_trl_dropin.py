@@ -316,7 +316,8 @@ def test_the_readme_snippet_trains_and_resumes_as_written(arith, tmp_path):
     assert [r["step"] for r in resumed] == [1, 2, 3]  # steps 1-2 from the checkpoint, 3 resumed
     updates = [torch.load(out / f"checkpoint-{n}" / "reward_model_optimizer.pt",
                           weights_only=True)["steps"] for n in (2, 3)]
-    assert updates[1] >= updates[0] >= 1  # the reward model's optimiser came back, and went on
+    # the reward model's optimiser came back, and went on by the resumed step's updates
+    assert updates[0] >= 1 and updates[1] == updates[0] + resumed[-1]["rm/updated"]
 
 
 def test_a_named_question_column_that_is_missing_is_an_error_that_says_how(arith):
