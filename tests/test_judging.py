@@ -415,15 +415,21 @@ def test_hybrid_pay_can_leave_the_rules_read_no_at_zero(arith):
     batch = [[{"role": "assistant", "content": c}] for c in
              ["\\boxed{55}", "\\boxed{54}", "\\boxed{fifty-five}", "no idea"]]
 
-    def pay(scores: str) -> list[float]:
+    def pay(scores: str) -> tuple[list[float], dict[str, float]]:
         paid = CooperRewardFunction(arith / "reward", mode="hybrid", hybrid_scores=scores,
                                     negatives="rollouts")
-        return paid(prompts=prompts, completions=batch, reference=["55"] * 4)
+        logged: dict[str, float] = {}
+        rewards = paid(prompts=prompts, completions=batch, reference=["55"] * 4,
+                       log_metric=logged.__setitem__)
+        return rewards, logged
 
-    every, unread = pay("rejected"), pay("unread")
+    (every, every_log), (unread, unread_log) = pay("rejected"), pay("unread")
     assert every[0] == unread[0] == 1.0  # the rule's yes
     assert every[1] > 0.0 and unread[1] == 0.0  # 54: read, a different number
     assert unread[2:] == every[2:] and all(x > 0.0 for x in every[2:])  # unread: the score
+    # the logged reward is what was paid, the 0 included (the paid-reward curve of a report)
+    assert unread_log["reward/hybrid_mean"] == pytest.approx(sum(unread) / 4)
+    assert every_log["reward/hybrid_mean"] == pytest.approx(sum(every) / 4)
     cfg = ["reward.mode=hybrid_cooper", "reward.model=m", "reward.hybrid_scores=unread"]
     assert load_config(None, cfg).validate().plan().read_no_pays_zero
     for extra, message in [(["reward.hybrid_scores=some"], "reward.hybrid_scores"),

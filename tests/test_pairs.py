@@ -93,13 +93,15 @@ def test_rollout_stats_ignore_nonfinite_scores_and_count_them():
     assert rollout_stats([R("a", "1", True)]).rm_mean is None
 
 
-def test_the_hybrid_mean_pays_one_where_verified_and_the_score_elsewhere():
-    # 1 (verified, its score ignored), 0.8, 0.2, 1 (verified, NaN score still paid 1); the
-    # wrong rollout with a NaN score pays nothing and is left out
+def test_the_hybrid_mean_is_the_mean_of_what_was_paid_where_finite():
+    # as the hybrid pays them: 1 (verified, its score ignored), 0.8, 0.2, 1 (verified, NaN
+    # score still paid 1); the wrong rollout with a NaN score pays nothing and is left out
     rs = [R("a", "1", True, 0.3), R("a", "2", False, 0.8), R("b", "3", False, 0.2),
           R("b", "4", True, math.nan), R("b", "5", False, math.nan)]
-    assert rollout_stats(rs).hybrid_mean == pytest.approx((1 + 0.8 + 0.2 + 1) / 4)
-    assert rollout_stats([R("a", "1", True)]).hybrid_mean is None  # no reward model scored
+    paid = [1.0, 0.8, 0.2, 1.0, math.nan]
+    assert rollout_stats(rs, paid).hybrid_mean == pytest.approx((1 + 0.8 + 0.2 + 1) / 4)
+    assert rollout_stats(rs).hybrid_mean is None  # nothing paid by a hybrid
+    assert rollout_stats([R("a", "1", True)], [1.0]).hybrid_mean is None  # no model scored
 
 
 def test_gap_compares_the_same_rollouts():

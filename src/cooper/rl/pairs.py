@@ -129,22 +129,25 @@ class RolloutStats:
     problems: int
     nonfinite_scores: int  # reward-model scores that were NaN or infinite
     verifier_timeouts: int = 0  # this process's rollouts whose check timed out (counted wrong)
-    hybrid_mean: float | None = None  # mean of 1 where verified, else the finite score
+    hybrid_mean: float | None = None  # the mean of what the hybrid reward paid, where finite
     rm_wrong_mean: float | None = None  # mean probability over the finite-scored wrong rollouts
     blind_spot: BlindSpotStats | None = None  # what the rule missed (gold judge only)
     judge: JudgeRound | None = None  # the judge asked about the rule's rejections (pays)
 
 
-def rollout_stats(rollouts: Sequence[Rollout]) -> RolloutStats:
+def rollout_stats(rollouts: Sequence[Rollout], paid: Sequence[float] | None = None
+                  ) -> RolloutStats:
+    """The step's figures; ``paid``: what a hybrid reward paid each rollout
+    (:meth:`cooper.rl.step.CooperReward.rewards`), whose finite mean is ``hybrid_mean``."""
     if not rollouts:
         raise ValueError("no rollouts")
     rule = [float(r.correct) for r in rollouts]
     scored = [r for r in rollouts if r.rm_score is not None and math.isfinite(r.rm_score)]
     groups = group_by_problem(rollouts)
     rm_mean = sum(r.rm_score for r in scored) / len(scored) if scored else None
-    # what the hybrid reward pays (1 where verified, else the score), where it pays anything
-    hybrid = [1.0 if r.correct else r.rm_score for r in rollouts
-              if r.correct or (r.rm_score is not None and math.isfinite(r.rm_score))]
+    # the reward as paid, not recomputed here: with reward.hybrid_scores=unread a rejection
+    # the rule read pays 0, not the score (a NaN pays nothing: the trainer drops it)
+    hybrid = [x for x in paid if math.isfinite(x)] if paid is not None else []
     return RolloutStats(
         rule_mean=sum(rule) / len(rule),
         rm_mean=rm_mean,

@@ -241,7 +241,8 @@ class CooperReward:
             seconds["judge"] = time.perf_counter() - t
         if training and self.plan.stage2 is not Stage2.OFF and step % self.monitor_every == 0:
             self._prepare_stage2(everyone, step)
-        stats = replace(rollout_stats(everyone), verifier_timeouts=timeouts, judge=judged)
+        paid = self.rewards(everyone) if self.plan.pays is Payer.HYBRID else None
+        stats = replace(rollout_stats(everyone, paid), verifier_timeouts=timeouts, judge=judged)
         if self.gold_judge:  # what the rule missed, and whether the reward model sees it
             texts, refs = [r.completion for r in everyone], [r.reference for r in everyone]
             gold = [v.correct for v in verify_batch(texts, refs, mode="gold")]
