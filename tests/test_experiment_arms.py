@@ -102,6 +102,8 @@ def test_bad_selections_and_seeds_say_how_to_fix(overrides, message):
     ({"odd": {"reward.mode": "bogus"}}, "arm 'odd': reward.mode='bogus' is not one of"),
     ({"mine": {"seed": 3}}, "arms.mine.seed cannot be set per arm: the experiment's seeds"),
     ({"mine": {"reward.model": "x"}}, "arms.mine.reward.model cannot be set per arm"),
+    ({"mine": {"reward.monitor": False}}, "arms.mine.reward.monitor cannot be set per arm"),
+    ({"mine": {"keep_policy_steps": "5"}}, "arms.mine.keep_policy_steps cannot be set per arm"),
     ({"quiet": {"validation.every_steps": 0}}, "set arms.quiet.validation.enabled=true"),
     ({"a b": {"reward.mode": "rm"}}, "arm name 'a b'"),
     ({"mine": "cooper"}, "arms.mine must be a mapping"),

@@ -44,6 +44,10 @@ RESERVED = {
     "reward.model": "every arm starts from the setup's initial reward model (setup.reward_model)",
     "validation.rm_probe": "every arm is probed with the setup's probe set (probe.*)",
     "rm_update.replay_file": "an arm replays the rows the setup trained its reward model on",
+    "reward.monitor": "every arm scores its rollouts with the reward model (the rule arm's only "
+                      "watches), so every arm logs the hacking figures",
+    "keep_policy_steps": "the experiment keeps the policies its final evaluation scores "
+                         "(final_eval.policies)",
 }
 
 
