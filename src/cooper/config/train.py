@@ -422,7 +422,8 @@ class TrainConfig:
     max_steps: int = 200
     """optimiser steps"""
     save_steps: int = 0
-    """checkpoint every k steps (0 = only at the end)"""
+    """checkpoint every k steps, for --resume (0: none; the policy and reward model are saved
+    at the end either way)"""
     save_total_limit: int = 2
     """checkpoints kept"""
     keep_policy_steps: str | None = None

@@ -4,7 +4,7 @@ Pure functions over text; nothing here imports math-verify, so extraction is che
 in the training process on every completion before anything is sent to a verifier worker.
 
 Extraction returns an :class:`AnswerSpan`, the answer's position in the completion, so callers
-can rewrite the answer in place (:mod:`cooper.perturb` does). The rules, first match wins:
+can rewrite the answer in place (:mod:`cooper.data.perturb` does). The rules, first match wins:
 
 1. ``boxed``: the last balanced ``\\boxed{...}`` or ``\\fbox{...}`` (nested braces, escaped
    ``\\{``/``\\}`` ignored). Qwen2.5-Math-style prompts ask for it, so it beats everything else.
