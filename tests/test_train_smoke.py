@@ -149,8 +149,8 @@ def test_resume_restores_policy_and_reward_model_state(arith, tmp_path):
     refused = run_cli(*tiny_args(arith, out, "cooper"), check=False)
     assert refused.returncode == 2 and "--resume" in refused.stderr
 
-    run_cli(*tiny_args(arith, out, "cooper", "save_steps=1", "assistant.backend=rewrite",
-                       "max_steps=4"), "--resume")
+    # resumed as the README writes it: the run's own config.yaml (here with more steps)
+    run_cli("train", "--config", out / "config.yaml", "max_steps=4", "--resume")
     rows = [r for r in metrics(out) if "loss" in r]
     assert [r["step"] for r in rows] == [1, 2, 3, 4]  # continued, nothing repeated
     ckpt4 = out / "checkpoint-4"
