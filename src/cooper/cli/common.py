@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
 
 from cooper.data.problems import DEFAULT_MAX_ROW_BYTES, Fields
 from cooper.infra.models import DEFAULT_MODEL
@@ -81,10 +85,12 @@ def add_local_args(p: argparse.ArgumentParser) -> None:
 
 def local_options_from_args(args: argparse.Namespace):
     from cooper.errors import UserError
+    from cooper.infra.models import check_dtype
     from cooper.labelling.backends import LocalOptions
 
     if args.threads is not None and args.threads < 1:
         raise UserError(f"--threads must be >= 1, got {args.threads}")
+    check_dtype(args.dtype)
     return LocalOptions(batch_size=args.batch_size, trust_remote_code=args.trust_remote_code,
                         dtype=args.dtype, threads=args.threads)
 
@@ -111,3 +117,70 @@ def load_solved_problems(args: argparse.Namespace):
                         "--solution-field COLUMN (or an --answer-field holding GSM8K-style "
                         "'#### n' solutions)")
     return problems
+
+
+# ------------------------------------------------------------------ checks before work starts
+
+def check_seconds(flag: str, value: float) -> None:
+    """A duration option must be a finite number of seconds above 0 (nan and inf pass a plain
+    ``> 0`` or reach a deadline computation as a ValueError)."""
+    from cooper.errors import UserError
+
+    if not (math.isfinite(value) and value > 0):
+        raise UserError(f"{flag} must be a finite number of seconds > 0, got {value}")
+
+
+def _first_existing(path: Path) -> Path:
+    for p in (path, *path.parents):
+        if p.exists():
+            return p
+    return Path(".")
+
+
+def check_out_file(flag: str, out: str | os.PathLike) -> None:
+    """``out`` can be written as a file: not an existing folder, and no file where a folder of
+    its path must be (mkdir would fail there only after the work is done)."""
+    from cooper.errors import UserError
+
+    path = Path(out).expanduser()
+    if path.is_dir():
+        raise UserError(f"{flag} {path} is a directory; give a file path (e.g. "
+                        f"{path / 'out'}{path.suffix or ''})")
+    if not _first_existing(path.parent).is_dir():
+        raise UserError(f"{flag} {path}: {_first_existing(path.parent)} is a file, not a "
+                        "folder; pick another path")
+
+
+def check_out_dir(flag: str, out: str | os.PathLike) -> None:
+    """``out`` can be made or used as a folder: not an existing file, nor below one."""
+    from cooper.errors import UserError
+
+    path = Path(out).expanduser()
+    blocker = _first_existing(path)
+    if not blocker.is_dir():
+        what = f"{path} is a file" if blocker == path else f"{blocker} is a file"
+        raise UserError(f"{flag} {path}: {what}; this writes a folder, so pick another path")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    if a.resolve() == b.resolve():
+        return True
+    try:  # another name for one file (a hard link)
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_not_input(writes: Mapping[str, str | os.PathLike | None],
+                    reads: Mapping[str, str | os.PathLike | None]) -> None:
+    """No file a command writes (flag -> path) is one it reads: the input would be overwritten,
+    silently, by the command's own output. None entries (an unused option, or a bundled
+    dataset's name) are ignored; paths are compared resolved."""
+    from cooper.errors import UserError
+
+    for wflag, w in writes.items():
+        for rflag, r in reads.items():
+            if w is not None and r is not None and _same_file(Path(w).expanduser(),
+                                                               Path(r).expanduser()):
+                raise UserError(f"{wflag} {w} is the same file as {rflag} {r}: writing it "
+                                "would overwrite the input; pick another --out")

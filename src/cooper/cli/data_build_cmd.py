@@ -10,6 +10,8 @@ from cooper.cli.common import (
     add_endpoint_args,
     add_field_args,
     add_local_args,
+    check_not_input,
+    check_out_file,
     endpoint_base_from_args,
     load_solved_problems,
     local_options_from_args,
@@ -97,8 +99,14 @@ def _show_mix(mix, sampling: bool) -> None:
         print(f"{kind:24s} {label:5d} {getattr(mix, kind):7.3g} {share:8.1%}  {doc}")
 
 
-def _sample(args: argparse.Namespace, problems, out: Path, seed: int) -> dict[str, list[str]]:
+def _samples_path(out: Path) -> Path:
+    return out.with_name(out.stem + ".samples.parquet")
+
+
+def _sample(args: argparse.Namespace, problems, out: Path, seed: int,
+            local) -> dict[str, list[str]]:
     """Sample one completion for each of ``problems`` with ``collect`` (resumable, beside OUT)."""
+    from cooper.errors import UserError
     from cooper.infra.generation import SamplingConfig
     from cooper.labelling.backends import parse_spec
     from cooper.labelling.collect import collect
@@ -107,17 +115,22 @@ def _sample(args: argparse.Namespace, problems, out: Path, seed: int) -> dict[st
     spec = parse_spec(args.sample_from)
     sampling = SamplingConfig(n=1, temperature=args.sample_temperature, top_p=args.sample_top_p,
                               max_new_tokens=args.sample_max_tokens, seed=seed)
-    path = out.with_name(out.stem + ".samples.parquet")
-    summary = collect(problems, [spec], sampling, path, local=local_options_from_args(args),
+    path = _samples_path(out)
+    summary = collect(problems, [spec], sampling, path, local=local,
                       endpoint=endpoint_base_from_args(args), default_key_env=args.api_key_env)
     print(f"sampled {summary.ok} completion(s) from {spec.label} into {path}"
           + (f" ({summary.failed} failed requests, left out)" if summary.failed else ""))
+    if summary.failed and not summary.ok:  # a build without the samples asked for: stop
+        raise UserError(f"every one of the {summary.failed} sampling request(s) to "
+                        f"{spec.label} failed; check that it is reachable and serves its model, "
+                        "then rerun the same command (failed requests are retried)")
     return sampled_completions(path, generator=spec.label)
 
 
 def _build(args: argparse.Namespace) -> int:
     from cooper.data.embedded_samples import EMBEDDED, shipped_samples
-    from cooper.data.mix import build_mix, problem_order, write_build
+    from cooper.data.mix import build_mix, check_size, problem_order, write_build
+    from cooper.data.problems import is_local_file
     from cooper.errors import UserError
     from cooper.labelling.label import sampled_completions
 
@@ -141,17 +154,25 @@ def _build(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.suffix != ".jsonl":
         raise UserError(f"--out must be a .jsonl file, got {out}")
+    check_out_file("--out", out)
+    check_not_input(
+        {"--out": out, "--out's statistics": out.with_name(out.stem + ".stats.json"),
+         "--out's samples": _samples_path(out) if args.sample_from else None},
+        {"--dataset": args.dataset if is_local_file(args.dataset) else None,
+         "--samples-file": args.samples_file if args.samples_file != EMBEDDED else None})
+    local = local_options_from_args(args)  # checked even when unused: a typo is said
     problems = load_solved_problems(args)
+    check_size(args.n, len(problems), mix.positive_fraction, problems.name)
     out.parent.mkdir(parents=True, exist_ok=True)
     sampled = None
     if args.sample_from:
         head = problem_order(problems.problems, mix.seed)[:args.samples]
-        sampled = _sample(args, head, out, mix.seed)
+        sampled = _sample(args, head, out, mix.seed, local)
     elif args.samples_file:
         path = args.samples_file
         if path == EMBEDDED:
             path = shipped_samples(args.dataset, args.split).path
-        sampled = sampled_completions(path)
+        sampled = sampled_completions(path, skip_bad=args.skip_bad)
         if args.samples:  # as a model would have sampled: the first N of the build order
             head = {p.id for p in problem_order(problems.problems, mix.seed)[:args.samples]}
             sampled = {pid: texts for pid, texts in sampled.items() if pid in head}

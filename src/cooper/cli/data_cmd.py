@@ -12,6 +12,8 @@ import math
 from cooper.cli.common import (
     add_field_args,
     add_model_args,
+    check_not_input,
+    check_out_file,
     fields_from_args,
     load_solved_problems,
 )
@@ -103,6 +105,7 @@ def _perturbed(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from cooper.data.perturb import perturbed_triples
+    from cooper.data.problems import is_local_file
     from cooper.errors import UserError
     from cooper.infra.files import atomic_open
 
@@ -112,6 +115,9 @@ def _perturbed(args: argparse.Namespace) -> int:
     if args.n < 2 or args.n % 2:
         raise UserError(f"--n must be a positive even number (gold and perturbed come in "
                         f"pairs), got {args.n}")
+    check_out_file("--out", args.out)
+    check_not_input({"--out": args.out},
+                    {"--dataset": args.dataset if is_local_file(args.dataset) else None})
     problems = load_solved_problems(args)
     if args.n > 2 * len(problems):
         raise UserError(f"{problems.name} has {len(problems)} problems, so at most "

@@ -11,6 +11,8 @@ from cooper.cli.common import (
     add_endpoint_args,
     add_field_args,
     add_local_args,
+    check_not_input,
+    check_out_file,
     endpoint_base_from_args,
     fields_from_args,
     local_options_from_args,
@@ -75,11 +77,16 @@ def _specs(args: argparse.Namespace):
 
 
 def _collect(args: argparse.Namespace) -> int:
-    from cooper.data.problems import load_problems
+    from cooper.data.problems import is_local_file, load_problems
+    from cooper.errors import UserError
     from cooper.infra.files import write_atomic
     from cooper.infra.generation import SamplingConfig
     from cooper.labelling.collect import collect
 
+    stats_path = os.path.splitext(args.out)[0] + ".stats.json"
+    check_out_file("--out", args.out)
+    check_not_input({"--out": args.out, "--out's statistics": stats_path},
+                    {"--dataset": args.dataset if is_local_file(args.dataset) else None})
     specs = _specs(args)
     sampling = SamplingConfig(n=args.n, temperature=args.temperature, top_p=args.top_p,
                               max_new_tokens=args.max_tokens, seed=args.seed)
@@ -92,8 +99,20 @@ def _collect(args: argparse.Namespace) -> int:
                       local=local, endpoint=base, default_key_env=args.api_key_env,
                       progress=sys.stderr.isatty())
     text = summary.to_json()
-    write_atomic(os.path.splitext(args.out)[0] + ".stats.json", text + "\n")
+    write_atomic(stats_path, text + "\n")
     print(text)
     print(f"{summary.rows} row(s) in {summary.out}: {summary.ok} ok, {summary.failed} failed"
           + (" (rerun the same command to retry the failed ones)" if summary.failed else ""))
+    if summary.failed and not summary.ok:  # nothing to label: a dead endpoint, a wrong URL
+        raise UserError(f"every one of the {summary.failed} request(s) failed "
+                        f"({_failure_kinds(summary)}); check that each generator is reachable "
+                        "and serves its model, then rerun the same command to retry them")
     return 0
+
+
+def _failure_kinds(summary) -> str:
+    kinds: dict[str, int] = {}
+    for g in summary.generators.values():
+        for kind, n in g.failures.items():
+            kinds[str(kind)] = kinds.get(str(kind), 0) + n
+    return ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items()))

@@ -9,6 +9,9 @@ import sys
 from cooper.cli.common import (
     add_endpoint_args,
     add_local_args,
+    check_not_input,
+    check_out_file,
+    check_seconds,
     endpoint_base_from_args,
     local_options_from_args,
 )
@@ -46,20 +49,36 @@ def register(dsub: argparse._SubParsersAction) -> None:
                     help="hard deadline per verification (default: %(default)s)")
     lb.add_argument("--chunk-rows", type=int, default=64,
                     help="rows per committed chunk (default: %(default)s)")
+    lb.add_argument("--skip-bad", action="store_true",
+                    help="skip malformed input rows, counting and logging them, instead of "
+                         "stopping")
     add_local_args(lb)
     add_endpoint_args(lb)
     lb.set_defaults(func=_label)
 
 
 def _label(args: argparse.Namespace) -> int:
+    from cooper.errors import UserError
     from cooper.labelling.backends import open_generator, parse_spec
     from cooper.labelling.judge import make_judge
-    from cooper.labelling.label import label, side_paths
+    from cooper.labelling.label import label, read_input, side_paths
+    from cooper.verify.verifier import default_workers
 
+    # everything that can be wrong with the input is found before a judge model loads
+    check_seconds("--verifier-timeout", args.verifier_timeout)
+    if args.chunk_rows < 1:
+        raise UserError(f"--chunk-rows must be at least 1, got {args.chunk_rows}")
+    check_out_file("--out", args.out)
+    dropped, stats_path = side_paths(args.out)
+    check_not_input({"--out": args.out, "--out's dropped rows": dropped,
+                     "--out's statistics": stats_path}, {"--in": args.in_path})
+    local = local_options_from_args(args)
+    default_workers()  # a bad $COOPER_VERIFY_WORKERS
+    spec = parse_spec(args.judge) if args.judge != "none" else None
+    rows, skipped = read = read_input(args.in_path, skip_bad=args.skip_bad)
     judge = None
-    if args.judge != "none":
-        spec = parse_spec(args.judge)
-        gen = open_generator(spec, local=local_options_from_args(args),
+    if spec is not None:
+        gen = open_generator(spec, local=local,
                              endpoint=endpoint_base_from_args(args),
                              default_key_env=args.api_key_env)
         mode = args.judge_mode
@@ -70,12 +89,15 @@ def _label(args: argparse.Namespace) -> int:
     try:
         stats = label(args.in_path, args.out, judge, policy=args.policy,
                       chunk_rows=args.chunk_rows, verifier_mode=args.verifier_mode,
-                      verifier_timeout_s=args.verifier_timeout, progress=sys.stderr.isatty())
+                      verifier_timeout_s=args.verifier_timeout, progress=sys.stderr.isatty(),
+                      read=read)
     finally:
         if judge is not None:
             judge.close()
-    dropped, stats_path = side_paths(args.out)
     print(stats.to_json())
+    if skipped:
+        print(f"skipped {len(skipped)} bad row(s) of {len(rows) + len(skipped)}; first: "
+              f"{skipped[0].where}: {skipped[0].reason}")
     rate = "n/a" if stats.agreement_rate is None else f"{stats.agreement_rate:.1%}"
     print(f"kept {stats.kept}/{stats.rows} row(s) ({stats.kept_fraction:.1%}) in {args.out}; "
           f"agreement {rate}; unparsed judge replies {stats.unparsed}; dropped rows with "

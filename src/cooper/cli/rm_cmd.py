@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from cooper.cli.common import check_not_input, check_out_dir, check_out_file
 from cooper.cli.rm_common import add_input_args, add_model_args, load_rm, load_rows
 from cooper.config.rm import RMTrainConfig
 from cooper.infra.models import DEFAULT_MODEL
@@ -86,10 +87,13 @@ def _train(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from cooper.errors import UserError
+    from cooper.infra.models import check_dtype
     from cooper.rm.model import RewardModel
     from cooper.rm.training import train_bce
 
     out = Path(args.out)
+    check_out_dir("--out", out)
+    check_dtype(args.dtype)
     if out.exists() and any(out.iterdir()) and not args.overwrite:
         raise UserError(f"{out} exists and is not empty; pick another --out or pass --overwrite")
     config = RMTrainConfig(lr=args.lr, weight_decay=args.weight_decay, epochs=args.epochs,
@@ -133,6 +137,11 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _score(args: argparse.Namespace) -> int:
+    from cooper.infra.files import write_atomic
+
+    if args.out:
+        check_out_file("--out", args.out)
+        check_not_input({"--out": args.out}, {"--file": args.file})
     rows = load_rows(args, args.file, require_label=False)
     rm = load_rm(args)
     scores = rm.score(rows.triples, batch_size=args.batch_size)
@@ -145,7 +154,7 @@ def _score(args: argparse.Namespace) -> int:
     text = "\n".join(lines) + "\n"
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(text)
+        write_atomic(args.out, text)  # a crash never leaves half a file of scores
         print(f"wrote {len(lines)} scores to {args.out}")
     else:
         sys.stdout.write(text)

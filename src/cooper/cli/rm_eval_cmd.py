@@ -7,6 +7,7 @@ import argparse
 import json
 import time
 
+from cooper.cli.common import check_out_file
 from cooper.cli.rm_common import (
     add_input_args,
     add_model_args,
@@ -80,13 +81,22 @@ def _eval(args: argparse.Namespace) -> int:
         raise UserError("--dataset, --split and --n choose the suite's problems; add "
                         "--suite robustness")
     check_positive("--n", args.n)
+    if not 0 <= args.threshold <= 1:  # scores are probabilities; nan fails this too
+        raise UserError(f"--threshold must be in [0, 1] (a verdict is 'correct' when the score "
+                        f"is at least it), got {args.threshold}")
     if args.plot and not args.plot.lower().endswith(".png"):
         raise UserError(f"--plot writes a PNG; give a file ending in .png, got {args.plot}")
+    if args.plot:
+        check_out_file("--plot", args.plot)
+    rows = None
+    if args.data is not None:  # a bad file is said before the model loads
+        rows = load_rows(args, args.data, require_label=True)
+        _balance(args, rows)
     rm = load_rm(args)
     result: dict = {}
     plotted = None
-    if args.data is not None:
-        result, plotted = _eval_file(args, rm)
+    if rows is not None:
+        result, plotted = _eval_file(args, rm, rows)
     if args.suite is not None:
         suite, suite_plot = _eval_suite(args, rm)
         if args.data is None:
@@ -132,11 +142,9 @@ def _blank(rows):
     return [replace(r, triple=Triple(r.triple.question, "", r.triple.completion)) for r in rows]
 
 
-def _eval_file(args: argparse.Namespace, rm):
+def _eval_file(args: argparse.Namespace, rm, rows):
     from cooper.rm.report import eval_report, format_report
 
-    rows = load_rows(args, args.data, require_label=True)
-    _balance(args, rows)
     t0 = time.perf_counter()
     scores = rm.score(rows.triples, batch_size=args.batch_size, progress=not args.json)
     seconds = time.perf_counter() - t0

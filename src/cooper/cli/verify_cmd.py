@@ -46,6 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _read_pairs(path: Path) -> Iterator[tuple[str, str]]:
     """(completion, reference) per line; a bad line stops with its file:line and the fix."""
+    if path.is_dir():
+        raise UserError(f"--file {path} is a directory; pass the .jsonl file itself")
     if not path.is_file():
         raise UserError(f"file not found: {path}")
     with path.open("rb") as f:
@@ -76,12 +78,14 @@ def _read_pairs(path: Path) -> Iterator[tuple[str, str]]:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from cooper.verify.verifier import Verifier
+    from cooper.cli.common import check_seconds
+    from cooper.verify.verifier import Verifier, default_workers
 
-    if args.timeout <= 0:
-        raise UserError(f"--timeout must be positive, got {args.timeout}")
+    check_seconds("--timeout", args.timeout)
     if args.workers is not None and args.workers < 1:
         raise UserError(f"--workers must be at least 1, got {args.workers}")
+    if args.workers is None:
+        default_workers()  # a bad $COOPER_VERIFY_WORKERS, said before a long file is read
     if args.completion is not None:
         if args.reference is None:
             raise UserError("--completion needs --reference (the expected final answer)")

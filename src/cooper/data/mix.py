@@ -145,6 +145,25 @@ def targets(mix: DataMixConfig, n: int, available: Mapping[str, int] | None = No
     return out
 
 
+def check_size(n: int, n_problems: int, positive_fraction: float, where: str) -> None:
+    """Fail at once when ``n`` rows cannot come from ``n_problems`` problems: each gives at most
+    one positive and one negative, so a label's share of ``n`` must not exceed them. Without
+    this an impossible ``n`` is found only after every problem was tried, and a huge one first
+    allocates a slot per requested row (gigabytes)."""
+    n_pos = round(n * positive_fraction)
+    if n_pos <= n_problems and n - n_pos <= n_problems:
+        return
+    most = min(n, 2 * n_problems)  # the largest n whose both labels fit (rounding as targets)
+    while most > 0 and (round(most * positive_fraction) > n_problems
+                        or most - round(most * positive_fraction) > n_problems):
+        most -= 1
+    raise UserError(f"only {most} of the {n} rows could be made from {where or 'the problems'}: "
+                    f"each of its {n_problems} problems gives at most one correct and one wrong "
+                    f"row, and --n {n} asks {n_pos} correct and {n - n_pos} wrong "
+                    f"(positive_fraction {positive_fraction:g}); lower --n to at most {most} or "
+                    "use a larger split")
+
+
 def problem_order(problems: Sequence[Problem], seed: int) -> list[Problem]:
     """The seeded order in which the builder uses problems (sample from its head)."""
     order = list(problems)
@@ -173,6 +192,7 @@ def build_mix(problems: Sequence[Problem], n: int, mix: DataMixConfig, *,
     """
     if n < 2:
         raise UserError(f"n must be at least 2 (a positive and a negative), got {n}")
+    check_size(n, len(problems), mix.positive_fraction, dataset)
     verifier = verifier or default_verifier()
     summary = BuildSummary(dataset=dataset, mix=asdict(mix))
     by_id = {p.id: p for p in problems}

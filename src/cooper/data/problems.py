@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
@@ -115,6 +116,32 @@ def _reference_from_value(value: Any) -> tuple[str, str | None]:
 
 # ------------------------------------------------------------------ raw row readers
 
+def require_file(path: Path, what: str) -> None:
+    """A clear error unless ``path`` is an existing file (a folder named ``x.jsonl`` is said to
+    be a folder, not reported missing). ``what`` names the role: "dataset file", ..."""
+    if path.is_dir():
+        raise UserError(f"{what} {path} is a directory, not a file; pass the .jsonl, .json or "
+                        ".parquet file itself")
+    if not path.is_file():
+        raise UserError(f"{what} not found: {path}")
+
+
+def read_parquet_rows(path: Path) -> list[dict]:
+    """The rows of a parquet file; a file pyarrow cannot read (corrupt, truncated, another
+    format under a .parquet name) is a :class:`UserError` naming it, not an Arrow traceback."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_table(path).to_pylist()
+    except (pa.ArrowException, OSError) as e:
+        # Arrow repeats the path and explains at length: its first sentence is the reason
+        detail = re.sub(r"^Could not open Parquet input source '.*?': ", "",
+                        " ".join(str(e).split())).split(". ")[0].rstrip(".")[:200]
+        raise UserError(f"{path} is not a readable parquet file ({detail}); write it again with "
+                        "pyarrow or pandas, or pass a .jsonl file") from None
+
+
 def _iter_rows(path: Path, max_row_bytes: int) -> Iterator[tuple[str, dict | DataError]]:
     """Yield (where, row) pairs; a row that cannot be read is yielded as its DataError."""
     suffix = path.suffix.lower()
@@ -164,9 +191,7 @@ def _iter_rows(path: Path, max_row_bytes: int) -> Iterator[tuple[str, dict | Dat
             else:
                 yield where, row
     elif suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        for i, row in enumerate(pq.read_table(path).to_pylist()):
+        for i, row in enumerate(read_parquet_rows(path)):
             yield f"{path}: row {i}", row
     else:
         raise DataError(str(path), f"unsupported file type '{suffix}'",
@@ -274,8 +299,7 @@ def load_problems(name: str | os.PathLike, split: str | None = None, *,
         raise UserError(f"unknown dataset '{text}'. Bundled: {', '.join(BUILTIN_SPLITS)}; "
                          "or pass a .jsonl, .json or .parquet file")
     path = Path(text).expanduser()
-    if not path.is_file():
-        raise UserError(f"dataset file not found: {path}")
+    require_file(path, "dataset file")
     return _load_file(path, fields or Fields(), limit, skip_bad, max_row_bytes)
 
 

@@ -29,6 +29,7 @@ from cooper.data.problems import (
     _iter_rows,
     _reference_from_value,
     is_local_file,
+    require_file,
 )
 from cooper.errors import UserError
 from cooper.types import LabelledTriple, Triple
@@ -115,8 +116,7 @@ def load_triples(file: str | os.PathLike, *, require_label: bool = True, skip_ba
     path = Path(file).expanduser()
     if not is_local_file(path):
         raise UserError(f"{path}: expected a .jsonl, .json or .parquet file of triples")
-    if not path.is_file():
-        raise UserError(f"triples file not found: {path}")
+    require_file(path, "triples file")
     if limit is not None and limit < 1:
         raise UserError(f"limit must be at least 1, got {limit}")
     rows: list[LabelledTriple] = []

@@ -41,6 +41,18 @@ class ModelNotFoundError(UserError, FileNotFoundError):
     """A model name that is neither the embedded default, a local folder, nor a reachable id."""
 
 
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+"""the weight dtypes a model can be loaded in ("auto": the checkpoint's own)"""
+
+
+def check_dtype(dtype: str | None, flag: str = "--dtype") -> None:
+    """A clear error for a dtype name transformers would fail on deep inside a load (an
+    AttributeError for 'float99'; a pickling error for 'nn', a torch module); None is the
+    checkpoint's own. The CLI calls it when it reads ``flag``, the loaders again."""
+    if dtype is not None and dtype not in DTYPES:
+        raise UserError(f"{flag} must be one of {', '.join(DTYPES)}, got {dtype!r}")
+
+
 def _hub_reachable(timeout_s: float = 3.0) -> bool:
     if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
         return False
@@ -74,12 +86,19 @@ def resolve(name_or_path: str | os.PathLike = DEFAULT_MODEL, *, progress: bool =
                 "Pass a folder written by save_pretrained, or the embedded default "
                 f"'{DEFAULT_MODEL}'.")
         return path
-    if name.startswith((".", "/", "~")) or name.count("/") != 1:
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
+    from huggingface_hub.utils import validate_repo_id
+
+    try:  # a missing folder spelled 'dir/' or 'a/b c' is no Hub id either: say so, no traceback
+        if name.startswith((".", "/", "~")) or name.count("/") != 1:
+            raise HFValidationError(name)
+        validate_repo_id(name)
+    except HFValidationError:
         raise ModelNotFoundError(
             f"No model folder at '{name}'. Pass an existing folder, a Hub id like "
-            f"'Qwen/Qwen2.5-1.5B-Instruct', or the embedded default '{DEFAULT_MODEL}'.")
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import LocalEntryNotFoundError
+            f"'Qwen/Qwen2.5-1.5B-Instruct', or the embedded default '{DEFAULT_MODEL}'."
+        ) from None
 
     try:
         return Path(snapshot_download(name, local_files_only=True))
@@ -117,6 +136,7 @@ def load_causal_lm(name_or_path: str | os.PathLike = DEFAULT_MODEL, *,
     """A causal LM (policy, assistant, judge, generator). ``dtype``: "float32", "bfloat16", ..."""
     from transformers import AutoModelForCausalLM
 
+    check_dtype(dtype)
     return AutoModelForCausalLM.from_pretrained(
         resolve(name_or_path), trust_remote_code=trust_remote_code,
         dtype=dtype or "auto", **kwargs)
@@ -134,6 +154,7 @@ def load_sequence_classifier(name_or_path: str | os.PathLike = DEFAULT_MODEL, *,
     from transformers import AutoModelForSequenceClassification
     from transformers.utils import logging as hf_logging
 
+    check_dtype(dtype)
     path = resolve(name_or_path)
     tok = load_tokenizer(path, trust_remote_code=trust_remote_code)
     # transformers reports a new score head as a table of MISSING / UNEXPECTED keys; a head we

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from cooper.data.problems import DataError, _iter_rows, is_local_file
+from cooper.data.problems import DataError, Skip, _iter_rows, is_local_file, require_file
 from cooper.errors import UserError
 from cooper.infra.chunks import ChunkStore, Row
 from cooper.infra.files import write_atomic
@@ -115,6 +116,8 @@ class LabelStats:
     """failed requests by 'collect:KIND' and 'judge:KIND'"""
     judge_endpoint: dict[str, int] = field(default_factory=dict)
     """the judge endpoint's counters of this run"""
+    skipped: int = 0
+    """malformed input rows left out with --skip-bad (logged, first one named)"""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
@@ -150,42 +153,92 @@ def side_paths(out: str | os.PathLike) -> tuple[Path, Path]:
     return out.with_suffix(".dropped.parquet"), out.with_suffix(".stats.json")
 
 
-def read_rows(path: str | os.PathLike) -> list[Row]:
+def _typed(raw: dict, name: str, kind: pa.DataType, where: str) -> Any:
+    """``raw[name]`` if it fits its column of :data:`collect.SCHEMA` (or is missing/null), else a
+    DataError naming the row: a number where text belongs would otherwise stop the run when the
+    chunk is written, as an Arrow traceback."""
+    value = raw.get(name)
+    if value is None:
+        return None
+    if pa.types.is_string(kind):
+        ok, want = isinstance(value, str), "text"
+    elif pa.types.is_integer(kind):
+        ok, want = isinstance(value, int) and not isinstance(value, bool), "an integer"
+    else:
+        ok, want = isinstance(value, int | float) and not isinstance(value, bool), "a number"
+    if not ok:
+        raise DataError(where, f"'{name}' must be {want}, got {type(value).__name__}")
+    return value
+
+
+def _input_row(raw: dict, where: str, i: int, path: Path) -> Row:
+    missing = [c for c in ("question", "reference", "completion") if c not in raw]
+    if missing:
+        raise DataError(where, f"missing field(s) {', '.join(missing)}",
+                        "label rows written by 'cooper data collect', or rows with "
+                        "question, reference and completion; or pass --skip-bad")
+    reference = raw["reference"]
+    if isinstance(reference, int | float) and not isinstance(reference, bool):
+        reference = str(reference)  # a numeric reference is an answer too
+    untyped = ("id", "reference")  # any id is made text; the reference is checked above
+    row: dict[str, Any] = {name: raw.get(name) if name in untyped else _typed(raw, name, t, where)
+                           for name, t in zip(collect.SCHEMA.names, collect.SCHEMA.types,
+                                              strict=True)}
+    if not isinstance(reference, str) or not reference.strip():
+        raise DataError(where, "'reference' must be non-empty text or a number")
+    if not isinstance(row["question"], str) or not row["question"].strip():
+        raise DataError(where, "'question' must be non-empty text")
+    row["id"] = str(raw["id"]) if raw.get("id") is not None else f"{path.stem}-{i}"
+    row["problem_id"] = row["problem_id"] or row["id"]
+    row["source"] = row["source"] or path.stem
+    row["status"] = row["status"] or "ok"
+    row["completion"] = row["completion"] or ""
+    row["reference"] = reference
+    row["row"] = i
+    return row
+
+
+def read_input(path: str | os.PathLike, *, skip_bad: bool = False) -> tuple[list[Row], list[Skip]]:
     """Rows to label: ``cooper data collect`` output, or any file with question, reference
-    and completion (other collect columns get defaults: status ok, id from the row number)."""
+    and completion (other collect columns get defaults: status ok, id from the row number);
+    with the rows skipped as malformed (``skip_bad``; without it a bad row stops the read with
+    its file and line). A row's ``row`` is its position in the file, skipped rows counted."""
     path = Path(path)
+    if path.is_dir():
+        require_file(path, "input file")  # says it is a directory
     if not is_local_file(path) or not path.is_file():
         raise UserError(f"input {path} must be an existing .parquet, .jsonl or .json file")
-    rows = []
+    rows: list[Row] = []
+    skipped: list[Skip] = []
     for i, (where, raw) in enumerate(_iter_rows(path, 64 << 20)):
-        if isinstance(raw, DataError):
-            raise raw
-        missing = [c for c in ("question", "reference", "completion") if c not in raw]
-        if missing:
-            raise DataError(where, f"missing field(s) {', '.join(missing)}",
-                            "label rows written by 'cooper data collect', or rows with "
-                            "question, reference and completion")
-        row: dict[str, Any] = {name: raw.get(name) for name in collect.SCHEMA.names}
-        row["id"] = str(raw["id"]) if raw.get("id") is not None else f"{path.stem}-{i}"
-        row["problem_id"] = row["problem_id"] or row["id"]
-        row["source"] = row["source"] or path.stem
-        row["status"] = row["status"] or "ok"
-        row["completion"] = row["completion"] or ""
-        row["reference"] = str(row["reference"])
-        row["row"] = i
-        rows.append(row)
+        try:
+            if isinstance(raw, DataError):
+                raise raw
+            rows.append(_input_row(raw, where, i, path))
+        except DataError as e:
+            if not skip_bad:
+                raise
+            skipped.append(Skip(e.where, e.reason))
+    if skipped:
+        log.warning("%s: skipped %d bad row(s), first: %s: %s", path, len(skipped),
+                    skipped[0].where, skipped[0].reason)
     if not rows:
-        raise UserError(f"{path} has no rows")
-    return rows
+        raise UserError(f"{path} has no {'usable ' if skipped else ''}rows")
+    return rows, skipped
 
 
-def sampled_completions(path: str | os.PathLike,
-                        generator: str | None = None) -> dict[str, list[str]]:
+def read_rows(path: str | os.PathLike, *, skip_bad: bool = False) -> list[Row]:
+    """The rows of :func:`read_input` (skipped rows are logged there)."""
+    return read_input(path, skip_bad=skip_bad)[0]
+
+
+def sampled_completions(path: str | os.PathLike, generator: str | None = None, *,
+                        skip_bad: bool = False) -> dict[str, list[str]]:
     """Problem id -> the completions of one generator in a ``cooper data collect`` file, in
     file order; failed requests are left out (they wrote nothing). ``cooper data build`` reads
     sampled completions through this, whether it has just sampled them or was given a file, so
     both give the same rows."""
-    every = read_rows(path)
+    every = read_rows(path, skip_bad=skip_bad)
     rows = [r for r in every if r["status"] == "ok"]
     if len(rows) < len(every):  # said, never silently lost
         log.warning("%s: %d of %d row(s) are failed requests with no completion; left out",
@@ -204,8 +257,11 @@ def sampled_completions(path: str | os.PathLike,
 
 def label(in_path: str | os.PathLike, out: str | os.PathLike, judge: Judge | None, *,
           policy: str = "agree", chunk_rows: int = 64, verifier_mode: str = "strict",
-          verifier_timeout_s: float = 5.0, progress: bool = False) -> LabelStats:
-    """Vote on every row of ``in_path`` and write kept / dropped rows and statistics."""
+          verifier_timeout_s: float = 5.0, progress: bool = False, skip_bad: bool = False,
+          read: tuple[list[Row], list[Skip]] | None = None) -> LabelStats:
+    """Vote on every row of ``in_path`` and write kept / dropped rows and statistics.
+    ``read``: what :func:`read_input` returned for ``in_path`` when the caller has read it
+    already (the CLI does, so a bad row stops it before a judge model loads)."""
     if policy not in POLICIES:
         raise UserError(f"--policy must be one of {', '.join(POLICIES)}, got '{policy}'")
     if judge is None and policy != "verifier":
@@ -213,19 +269,23 @@ def label(in_path: str | os.PathLike, out: str | os.PathLike, judge: Judge | Non
                         "--policy verifier with --judge none)")
     if chunk_rows < 1:
         raise UserError(f"chunk size must be >= 1 row, got {chunk_rows}")
+    if not (math.isfinite(verifier_timeout_s) and verifier_timeout_s > 0):
+        raise UserError(f"the verifier timeout must be a finite number of seconds > 0, got "
+                        f"{verifier_timeout_s}")
     out = Path(out)
     if out.resolve() == Path(in_path).resolve():
         raise UserError("--out must differ from --in")
     dropped_path, stats_path = side_paths(out)
     judge_name = f"{judge.name} ({judge.mode})" if judge else NO_JUDGE
-    rows = read_rows(in_path)
+    rows, skipped = read or read_input(in_path, skip_bad=skip_bad)
+    by_position = {r["row"]: r for r in rows}  # skipped rows leave gaps in the positions
     store = ChunkStore(out, SCHEMA, ("row",), extra_outputs=[dropped_path])
     existing = store.existing()
     for r in existing.values():
         if r["judge"] != judge_name:
             raise UserError(f"{out} holds votes of judge '{r['judge']}', not '{judge_name}'. "
                             "Use the same judge to resume, or another --out")
-        if r["row"] >= len(rows) or rows[r["row"]]["id"] != r["id"]:
+        if r["row"] not in by_position or by_position[r["row"]]["id"] != r["id"]:
             raise UserError(f"{out} was labelled from a different input (row {r['row']} does "
                             f"not match {in_path}); use another --out")
     # a failed judge request or a verifier timeout is not a vote: ask again on a rerun
@@ -270,6 +330,7 @@ def label(in_path: str | os.PathLike, out: str | os.PathLike, judge: Judge | Non
     final = store.finalize(order=lambda r: r["row"], update=apply_policy,
                            route=lambda r: 0 if r["label"] is not None else 1)
     stats = compute_stats(final, policy, judge_name)
+    stats.skipped = len(skipped)
     if judge is not None:
         stats.judge_endpoint = judge.metrics()
     write_atomic(stats_path, stats.to_json() + "\n")

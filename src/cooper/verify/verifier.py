@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
+from cooper.errors import UserError
 from cooper.infra.procpool import ProcessPool
 from cooper.verify.extraction import (
     MODES,
@@ -98,6 +99,11 @@ class VerifierStats:
         return {k: v for k, v in vars(self).items() if not k.startswith("_")}
 
 
+class WorkersError(UserError, ValueError):
+    """A bad ``$COOPER_VERIFY_WORKERS``: the CLI says it in one line (a ValueError for callers
+    that caught one before)."""
+
+
 def default_workers() -> int:
     """``$COOPER_VERIFY_WORKERS``, else the usable CPU cores, at most 4.
 
@@ -111,7 +117,8 @@ def default_workers() -> int:
         except ValueError:
             n = 0
         if n < 1:
-            raise ValueError(f"COOPER_VERIFY_WORKERS must be a positive integer, got {env!r}")
+            raise WorkersError(f"COOPER_VERIFY_WORKERS must be a positive integer (verifier "
+                               f"worker processes), got {env!r}; set it to e.g. 4, or unset it")
         return n
     try:
         cores = len(os.sched_getaffinity(0))
