@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,6 +151,13 @@ UPDATING_MODES = ("cooper", "hybrid_cooper")  # the reward model is updated onli
 PAIR_LOSSES = ("bradley_terry", "margin")  # rm_update.loss (cooper.rm.losses)
 NEGATIVE_SOURCES = ("assistant", "rollouts", "both")  # rm_update.negatives
 HYBRID_SCORES = ("rejected", "unread")  # reward.hybrid_scores
+# policy.loss_type: what TRL 1.16's GRPOTrainer computes (GRPOConfig.loss_type)
+LOSS_TYPES = ("dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo")
+# report_to: transformers' logging integrations (INTEGRATION_TO_CALLBACK), kept here so that
+# checking settings imports no transformers
+REPORT_BACKENDS = ("none", "tensorboard", "wandb", "mlflow", "comet_ml", "neptune", "trackio",
+                   "azure_ml", "codecarbon", "clearml", "dagshub", "flyte", "dvclive", "swanlab",
+                   "kubeflow")
 
 
 def reward_plan(mode: str, *, has_rm: bool, pair_metrics: bool = True,
@@ -484,8 +492,10 @@ class TrainConfig:
             raise ConfigError("assistant.backend=endpoint needs assistant.base_url=URL and "
                               "assistant.model=NAME (or rm_update.negatives=rollouts, which "
                               "needs no assistant)")
+        self._check_values()
         for key in ("max_steps", "policy.num_iterations", "rollout.prompts_per_step",
                     "rollout.samples_per_prompt", "rollout.micro_batch_size",
+                    "rollout.max_completion_length",
                     "assistant.batch_size", "validation.samples", "validation.limit",
                     "reward.monitor_every"):
             if get_key(self, key) < 1:
@@ -504,6 +514,28 @@ class TrainConfig:
                 f"multiple of micro_batch_size x processes = {per_pass}; change "
                 "rollout.micro_batch_size (or the number of processes)")
         return self
+
+    def _check_values(self) -> None:
+        """Values TRL, torch or the verifier would refuse only mid-run, with a traceback, or
+        not at all (a top_p over 1 samples as 1)."""
+        if not str(self.output_dir).strip():
+            raise ConfigError("output_dir is empty: set output_dir=DIR, the run's folder")
+        # a learning rate of 0 is allowed: the step benchmark (bench_cpu) keeps the policy fixed
+        for key, zero_ok in (("policy.lr", True), ("rm_update.lr", True),
+                             ("rollout.temperature", False), ("reward.verifier_timeout_s", False)):
+            value = get_key(self, key)
+            if not (math.isfinite(value) and (value >= 0 if zero_ok else value > 0)):
+                raise ConfigError(f"{key} must be a finite number {'>=' if zero_ok else '>'} 0, "
+                                  f"got {value}")
+        if not 0 < self.rollout.top_p <= 1:
+            raise ConfigError(f"rollout.top_p must be in (0, 1] (1 samples from every token), got "
+                              f"{self.rollout.top_p}")
+        choice("policy.loss_type", self.policy.loss_type, LOSS_TYPES)
+        for name in filter(None, self.report_to.split(",")):  # as the trainer splits it
+            if name not in REPORT_BACKENDS:
+                raise ConfigError(f"report_to: {name!r} is not a logging backend; set 'none' "
+                                  "(metrics.jsonl alone) or some of: "
+                                  f"{', '.join(REPORT_BACKENDS[1:])}, comma-separated")
 
     def _check_judge_uses(self) -> None:
         """A judge asked for is configured, and one configured is used."""

@@ -55,6 +55,7 @@ agreement with the verifier), and the hacking experiment is where accuracy is me
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -64,7 +65,7 @@ import torch
 from cooper.config.data_mix import DataMixConfig
 from cooper.config.demo import RM_RECIPES, DemoSettings
 from cooper.config.rm import RMTrainConfig
-from cooper.config.train import load_config
+from cooper.config.train import TrainConfig, load_config
 from cooper.data.embedded_samples import SHIPPED
 from cooper.data.mix import build_mix, write_build
 from cooper.data.problems import load_problems
@@ -76,7 +77,7 @@ from cooper.infra.environment import cpu_bfloat16
 from cooper.infra.files import write_json
 from cooper.infra.models import DEFAULT_MODEL, embedded_trunk
 from cooper.labelling.label import read_rows, sampled_completions, verifier_vote
-from cooper.rl.runner import run
+from cooper.rl.runner import TrainResult, run
 from cooper.rm.metrics import balanced_indices, binary_metrics
 from cooper.rm.model import RewardModel
 from cooper.rm.robustness import build_suite, format_suite, suite_problems, suite_report
@@ -161,7 +162,7 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
                                    f"policy.model={policy_dir}", f"policy.dtype={dtype}",
                                    # the update trains the layers the reward model was trained on
                                    f"rm_update.train_layers={s.rm_train_layers}"])
-    result = run(cfg, resume=False)
+    result = train_afresh(cfg)
     release_freed_memory()
     _header(7, "report of the Cooper run (cooper report)")
     summary.add_cooper_run(result.output_dir, cfg.reward.mode, time.perf_counter() - t0)
@@ -181,6 +182,14 @@ def run_demo(settings: DemoSettings) -> DemoSummary:
     summary.figures["verdicts"] = verdicts(summary.figures)
     summary.write(out / "summary.json")
     return summary
+
+
+def train_afresh(cfg: TrainConfig) -> TrainResult:
+    """The Cooper stage's run, from step 0. A rerun of the demo into the same OUT trains again:
+    the previous run in ``OUT/cooper`` is the demo's own product, rewritten like every other
+    artefact here, so it is removed first (``cooper train`` refuses a finished run's folder)."""
+    shutil.rmtree(cfg.output_dir, ignore_errors=True)
+    return run(cfg, resume=False)
 
 
 def _check(rm: RewardModel, s: DemoSettings, out: Path, label: str, stage, kept: KeptStates,

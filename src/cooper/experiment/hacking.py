@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,7 @@ from cooper.report.experiment_layout import (
     setup_dir,
 )
 from cooper.rl.checkpoints import complete_checkpoints, kept_policy_dir
-from cooper.rl.runner import run
+from cooper.rl.runner import finished_steps, run
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,12 @@ def run_arm(exp: ExperimentConfig, arm: str, out: Path, setup: Setup) -> dict[st
     trained = read_json(folder / "trained.json")
     if not trained:
         resume = bool(complete_checkpoints(folder))
+        if not resume and finished_steps(folder):
+            # trained to the end but stopped before trained.json, with no checkpoint to resume
+            # from: `cooper train` refuses such a folder, and it is this arm's own, so it is
+            # trained again from step 0
+            log.info("%s: training was not recorded as complete; training again", key)
+            shutil.rmtree(folder)
         log.info("%s: %s", key, "resuming" if resume else "training")
         result = run(arm_config(exp, arm, out, setup), resume=resume)
         trained = {"steps": result.steps, "seconds": result.seconds,

@@ -83,7 +83,9 @@ def load_reward_model(cfg: TrainConfig, device=None) -> tuple[RewardModel | None
 
 
 def run(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
-    """Train the policy (and, in cooper mode, the reward model) as configured."""
+    """Train the policy (and, in cooper mode, the reward model) as configured. A folder that
+    holds an earlier run is refused unless ``resume`` continues it from a checkpoint; a run
+    stopped before its end, with no checkpoint, starts again from step 0."""
 
     # Without a GPU, processes started by `accelerate launch --multi_gpu` (torchrun) must be told
     # to use the CPU, or accelerate sees one process each instead of a gloo process group.
@@ -94,6 +96,11 @@ def run(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
     if done and not resume:
         raise UserError(f"{out} holds checkpoints of an earlier run: pass --resume to continue "
                         "it, or choose another output_dir")
+    steps = finished_steps(out)
+    if not done and steps:  # nothing to resume from, and starting over would empty its metrics
+        raise UserError(f"{out} holds a finished run ({steps} training step{'s' * (steps != 1)} "
+                        "logged, its policy saved) and no checkpoint to resume from: choose "
+                        "another output_dir, or delete the folder to train again")
     last = done[-1] if done else None
     if resume and last is None:
         log.warning("--resume: no complete checkpoint in %s; starting from step 0", out)
@@ -129,6 +136,24 @@ def run(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
             cooper.rm.save(out / "reward_model")
     state.wait_for_everyone()
     return TrainResult(out, trainer.state.global_step, time.perf_counter() - t0, last)
+
+
+def finished_steps(out: Path) -> int:
+    """Training steps logged in ``out/metrics.jsonl`` when ``out`` also holds the ``policy/`` a
+    run saves at its end (a finished run), else 0: a run stopped before its end saved no policy
+    and may start again. A line cut short by a kill is not a step."""
+    metrics = out / "metrics.jsonl"
+    if not (out / "policy").is_dir() or not metrics.is_file():
+        return 0
+    steps = set()
+    for line in metrics.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("step"), int) and row["step"] >= 1:
+            steps.add(row["step"])
+    return len(steps)
 
 
 def _trim_metrics(path: Path, keep_up_to_step: int) -> None:
