@@ -45,7 +45,7 @@ print(tiny_arith_models())"); then
     "policy.model=$ARITH/policy" data.dataset=arith_small data.split=train data.limit=64 \
     rollout.prompts_per_step=4 rollout.samples_per_prompt=8 rollout.micro_batch_size=32 \
     rollout.max_completion_length=48 reward.max_length=256 rm_update.negatives=rollouts \
-    rm_update.train_layers=none policy.dtype=bfloat16 validation.enabled=false policy.lr=0 \
+    rm_update.train_layers=none policy.dtype=bfloat16 policy.lr=0 \
     > "$OUT/bench_log.txt" 2>&1 || { failed=1; tail -n 30 "$OUT/bench_log.txt"; }
 cat "$OUT/step_tiny_bf16.md" 2>/dev/null
 else

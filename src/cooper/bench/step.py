@@ -50,6 +50,19 @@ RM_SIDE = ("rm_score", "negatives", "rm_update", "judge")  # the judge labels be
 EXTRA_STAGES = {"rule": ("rm_score", "negatives", "rm_update"), "rm": ("negatives", "rm_update")}
 PLAIN = {"rule": ["reward.monitor=false", "rm_update.pair_metrics=false"],
          "rm": ["rm_update.pair_metrics=false"], "cooper": []}
+# Settings the bench gives each run itself, and why; a user's value is refused. The bench's
+# own come after the user's on the `cooper train` line (_bench_settings), so they would
+# override it unseen, and a user's reward.mode would run every mode alike under three names.
+# An experiment preset's settings hold the first four under train.
+RESERVED = {"max_steps": "each run takes --warmup + --steps steps",
+            "output_dir": "each run writes into the bench's temporary folder",
+            "validation.enabled": "the bench times training steps, without validation",
+            "report_to": "the bench reads only metrics.jsonl"}
+MODE_RESERVED = {"reward.mode": "each mode sets its own; choose them with --modes",
+                 "reward.model": "give the reward model with --rm"}
+ARM_RESERVED = {"seeds": "the bench times one seed; give it with --seed",
+                "train.seed": "the bench times one seed; give it with --seed",
+                "train.keep_policy_steps": "a few timed steps keep no policy"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -103,7 +116,7 @@ def _run_mode(mode: str, args: argparse.Namespace, settings: list[str],
     import os
 
     cmd = [sys.executable, "-m", "cooper", "train", *settings, f"output_dir={out}",
-           f"max_steps={args.warmup + args.steps}", "validation.enabled=false", "report_to=none"]
+           *_bench_settings(args)]
     env = dict(os.environ)
     if args.threads is not None:
         env.update(OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
@@ -123,15 +136,39 @@ def _run_mode(mode: str, args: argparse.Namespace, settings: list[str],
     return steps, peak[0] if peak else math.nan
 
 
+def _bench_settings(args: argparse.Namespace) -> list[str]:
+    """The settings every run gets after the user's (its output_dir aside)."""
+    return [f"max_steps={args.warmup + args.steps}", "validation.enabled=false",
+            "report_to=none"]
+
+
+def check_overrides(overrides: list[str], experiment: bool) -> None:
+    """Refuse a setting the bench gives each run itself (:data:`RESERVED`, and those of the
+    preset's kind), saying why, before anything runs."""
+    from cooper.errors import UserError
+
+    reserved = ({**{f"train.{k}": why for k, why in RESERVED.items()}, **ARM_RESERVED}
+                if experiment else {**RESERVED, **MODE_RESERVED})
+    for item in overrides:
+        key = item.split("=", 1)[0].strip()
+        # a section set whole (validation={...}) holds the reserved key too
+        hit = next((k for k in reserved if k == key or k.startswith(key + ".")), None)
+        if hit:
+            raise UserError(f"{item}: the bench sets {hit} itself ({reserved[hit]}); drop it")
+
+
 def _mode_settings(args: argparse.Namespace, work: Path) -> dict[str, list[str]]:
     """What each mode's ``cooper train`` run gets: a training preset with the mode's reward
-    settings and the overrides, or an experiment preset's arms as settings files."""
+    settings and the overrides, or an experiment preset's arms as settings files. The
+    overrides are checked first, so a bad one fails before a reward model or setup is built."""
     from cooper.config.experiment import list_experiment_presets
+    from cooper.config.train import load_config
 
     preset = Path(args.preset)
     experiment = args.preset in list_experiment_presets() or (
         preset.suffix in (".yaml", ".yml") and preset.is_file()
         and "arms" in (_yaml(preset) or {}))
+    check_overrides(args.overrides, experiment)
     if experiment:
         return _arm_settings(args, work)
     modes = [m for m in (args.modes or "rule,rm,cooper").split(",") if m]
@@ -141,9 +178,13 @@ def _mode_settings(args: argparse.Namespace, work: Path) -> dict[str, list[str]]
 
         raise UserError(f"--modes takes rule,rm,cooper with a training preset (got "
                         f"{args.modes}); an experiment preset takes its arms")
+    settings = {m: [f"reward.mode={m}", *PLAIN[m], *args.overrides] for m in modes}
+    for keys in settings.values():  # what `cooper train` would refuse, refused here
+        load_config(args.preset, [*keys, f"reward.model={args.rm or 'RM'}",
+                                  *_bench_settings(args)]).validate()
     rm = args.rm or _default_rm(args.preset, work)
-    return {m: ["--config", args.preset, f"reward.mode={m}", f"reward.model={rm}", *PLAIN[m],
-                *args.overrides] for m in modes}
+    return {m: ["--config", args.preset, f"reward.model={rm}", *keys]
+            for m, keys in settings.items()}
 
 
 def _yaml(path: Path) -> Any:

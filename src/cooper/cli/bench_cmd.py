@@ -28,7 +28,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _run(module):
     def handler(args: argparse.Namespace) -> int:
         from cooper.bench import save
+        from cooper.cli.common import check_out_file
 
+        # every file a benchmark writes, checked before it runs (minutes) rather than after
+        for flag in ("--out", "--markdown"):
+            if path := getattr(args, flag[2:], None):
+                check_out_file(flag, path)
         save(module.run(args), args.out, "cooper " + shlex.join(sys.argv[1:]))
         return 0
     return handler

@@ -159,8 +159,12 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    from cooper.cli.common import check_out_file
     from cooper.eval.compare import compare_runs, comparison_csv, comparison_markdown
 
+    for flag, path in (("--md", args.md), ("--csv", args.csv)):
+        if path:  # before the runs are read: a bad path must not fail after the table prints
+            check_out_file(flag, path)
     labels = [x.strip() for x in args.labels.split(",")] if args.labels else None
     table = compare_runs(args.runs, labels=labels, metric=args.metric)
     md = comparison_markdown(table)

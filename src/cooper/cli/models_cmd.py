@@ -70,10 +70,18 @@ def _list(args: argparse.Namespace) -> int:
     if not rows:
         print("no cached models (run: cooper models prepare)")
         return 0
+    width = max(len(s.path.name) for s in rows)
     for s in rows:
-        state = "complete" if s.complete else f"INCOMPLETE: {s.reason}"
-        print(f"{s.path.name:28s} {s.size_bytes / 2**20:8.0f} MiB  {state}  {s.path}")
+        state = (f"INCOMPLETE: {s.reason}" if not s.complete else
+                 f"complete ({s.derived}; no manifest: config and weights checked)"
+                 if s.derived else "complete")
+        print(f"{s.path.name:{width}s}  {_size(s.size_bytes):>9s}  {state}  {s.path}")
     return 0
+
+
+def _size(n: int) -> str:
+    """Bytes in the unit that shows them (a tiny model is under one MiB)."""
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB" if n else "-"
 
 
 def _build_testbed(args: argparse.Namespace) -> int:

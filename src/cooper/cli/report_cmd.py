@@ -28,9 +28,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from cooper.cli.common import check_out_dir
     from cooper.report.run_report import report_folder
 
+    if args.out:  # before any figure is computed, not when the report is written
+        check_out_dir("--out", args.out)
     paths = report_folder(args.dir, args.out)
     print(f"report: {paths.html}\nmarkdown: {paths.markdown}\nplots: "
-          f"{', '.join(p.name for p in paths.plots)}")
+          f"{', '.join(p.name for p in paths.plots) or 'none'}")
+    if paths.notice:  # said here too: whoever only reads the terminal must not miss it
+        print(f"note: {paths.notice}")
     return 0

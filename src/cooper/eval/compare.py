@@ -41,6 +41,32 @@ def _metric_value(entry: dict[str, Any], metric: str) -> float:
     return entry["pass_at_k"][k]
 
 
+METRICS = ("accuracy", "majority_accuracy", "pass_at_k")
+"""what every benchmark of a results.json holds, whichever --metric is asked for"""
+
+
+def read_results(run: str | os.PathLike) -> dict[str, Any]:
+    """The ``results.json`` of a run folder, checked: a file cut short or edited into
+    something else is an error that names it, not a traceback from the table."""
+    path = Path(run) / "results.json"
+    rerun = (f"rerun cooper eval with that run's settings and --out {run} to write it again "
+             "(its finished samples are reused)")
+    if not path.is_file():
+        raise UserError(f"{run}: no results.json (not a finished cooper eval run); {rerun}")
+    try:
+        doc = json.loads(path.read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        why = (f"not JSON: {e.msg}, line {e.lineno} column {e.colno}"
+               if isinstance(e, json.JSONDecodeError) else "not UTF-8 text")
+        raise UserError(f"{path} cannot be read ({why}); {rerun}") from e
+    bench = doc.get("benchmarks") if isinstance(doc, dict) else None
+    if not (isinstance(bench, dict) and bench and all(
+            isinstance(e, dict) and all(k in e for k in METRICS) for e in bench.values())):
+        raise UserError(f"{path} holds no cooper eval results (a 'benchmarks' mapping with "
+                        f"{', '.join(METRICS)} for each); {rerun}")
+    return doc
+
+
 def compare_runs(dirs: Sequence[str | os.PathLike], *, labels: Sequence[str] | None = None,
                  metric: str = "accuracy") -> Comparison:
     """The paper-style table from the ``results.json`` of each run folder."""
@@ -49,13 +75,7 @@ def compare_runs(dirs: Sequence[str | os.PathLike], *, labels: Sequence[str] | N
         raise UserError(f"unknown metric '{metric}'; choose accuracy, majority or pass@K")
     if labels is not None and len(labels) != len(dirs):
         raise UserError(f"--labels has {len(labels)} names for {len(dirs)} runs")
-    docs = []
-    for d in dirs:
-        path = Path(d) / "results.json"
-        if not path.is_file():
-            raise UserError(f"{d}: no results.json (not a finished cooper eval run; rerun "
-                            "cooper eval with the same settings to finish it)")
-        docs.append(json.loads(path.read_text()))
+    docs = [read_results(d) for d in dirs]
     columns: list[str] = []
     for doc in docs:
         columns += [b for b in doc["benchmarks"] if b not in columns]

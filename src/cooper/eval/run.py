@@ -43,7 +43,7 @@ from cooper.eval.sampling import (
 )
 from cooper.eval.settings import Benchmark, EvalSettings, load_benchmarks, protocol
 from cooper.infra.environment import PACKAGES, environment
-from cooper.infra.files import remove_temp_files, write_atomic, write_json
+from cooper.infra.files import TEMP_PREFIX, remove_temp_files, write_atomic, write_json
 from cooper.infra.generation import Generator, load_generator
 from cooper.types import Problem
 
@@ -92,8 +92,19 @@ def read_samples(path: Path) -> list[SampleRecord]:
             for i, line in enumerate(path.read_text(encoding="utf-8").split("\n"), 1) if line]
 
 
+def _holds_samples(out: Path) -> bool:
+    """Whether a run folder holds any sample: a chunk or a benchmark's samples file (a
+    temporary file a killed writer left is none)."""
+    return any(f.is_file() and not f.name.startswith(TEMP_PREFIX)
+               for sub in ("chunks", "samples") for f in (out / sub).rglob("*"))
+
+
 def _check_protocol(out: Path, proto: dict[str, Any]) -> bool:
-    """True when resuming; raise when ``out`` holds a run with another protocol."""
+    """True when resuming; raise when ``out`` holds samples made with another protocol.
+
+    A folder with ``run.json`` but no sample yet (a start whose model or backend failed to
+    load, or that was stopped before its first chunk) has nothing to resume: it is started
+    anew with these settings, so fixing a mistyped --model does not need a new folder."""
     path = out / "run.json"
     if not path.exists():
         if any(p.name != ".lock" for p in out.iterdir()):
@@ -101,12 +112,24 @@ def _check_protocol(out: Path, proto: dict[str, Any]) -> bool:
                             "pick a new --out folder")
         write_json(path, proto)
         return False
-    old = json.loads(path.read_text())
-    if old != proto:
-        diff = [k for k in sorted(set(old) | set(proto)) if old.get(k) != proto.get(k)]
-        raise UserError(f"{out} holds a run with other settings ({', '.join(diff)} differ); "
-                        "rerun with the same settings to resume it, or pick a new --out folder")
-    return True
+    try:
+        old = json.loads(path.read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        old = (f"not JSON: {e.msg}, line {e.lineno} column {e.colno}"
+               if isinstance(e, json.JSONDecodeError) else "not UTF-8 text")
+    if old == proto:
+        return True
+    if not _holds_samples(out):
+        log.info("%s holds no samples yet: starting it with these settings", out)
+        write_json(path, proto)
+        return False
+    if not isinstance(old, dict):
+        why = old if isinstance(old, str) else "no JSON object"
+        raise UserError(f"{path} cannot be read ({why}), so the settings the samples in {out} "
+                        "were made with are unknown; restore it, or pick a new --out folder")
+    diff = [k for k in sorted(set(old) | set(proto)) if old.get(k) != proto.get(k)]
+    raise UserError(f"{out} holds a run with other settings ({', '.join(diff)} differ); "
+                    "rerun with the same settings to resume it, or pick a new --out folder")
 
 
 # ------------------------------------------------------------------ the run
@@ -147,8 +170,9 @@ def run_eval(settings: EvalSettings, out_dir: str | os.PathLike, *,
     out = Path(out_dir)
     benchmarks = load_benchmarks(settings)
     proto = protocol(settings, benchmarks)
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out} is a file; pass a folder")
+    for p in (out, *out.parents):
+        if p.exists() and not p.is_dir():
+            raise UserError(f"--out {out}: {p} is a file; pass a folder path")
     out.mkdir(parents=True, exist_ok=True)
     ks = list(settings.ks) if settings.ks else default_ks(settings.sampling.n)
     loaded: list[Generator] = []

@@ -89,6 +89,9 @@ class EvalSettings:
             raise UserError("--batch-size and --chunk-size must be >= 1")
         if self.threads is not None and self.threads < 1:
             raise UserError(f"--threads must be >= 1, got {self.threads}")
+        if self.max_row_bytes < 1:
+            raise UserError(f"--max-row-bytes must be >= 1 (the largest row of a local file "
+                            f"accepted, in bytes), got {self.max_row_bytes}")
         check_verify_mode(self.verify_mode)
         if self.verify_timeout_s is not None and not self.verify_timeout_s > 0:
             raise UserError(f"--verify-timeout must be positive, got {self.verify_timeout_s}")

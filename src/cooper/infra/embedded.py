@@ -64,6 +64,8 @@ class CacheStatus:
     complete: bool
     reason: str
     size_bytes: int = 0
+    derived: str = ""
+    """what a model built here from another is (:func:`derived_status`); '' otherwise"""
 
 
 def _safetensors_header_ok(path: Path) -> str | None:
@@ -253,12 +255,47 @@ def prepare(*, force: bool = False, verify: bool = False, progress: bool = True)
     return target
 
 
+def derived_status(path: Path) -> CacheStatus:
+    """Check a model folder built here from another (the embedded model cut to its first
+    layers, ``NAME-firstK``; a shipped tiny policy with its reward model, ``NAME-shipped``).
+
+    Such a folder has no manifest: it is written in a temporary folder and renamed into place
+    whole, so it exists only complete, and its builder reuses it once its ``config.json`` is
+    there. What can still go wrong afterwards is checked: each model in it (the folder itself,
+    or each subfolder) has its ``config.json`` and weights whose safetensors header covers the
+    file."""
+    models = [path] if (path / "config.json").is_file() else [
+        p for p in sorted(path.iterdir()) if p.is_dir() and not p.name.startswith(".")]
+    if not models:
+        return CacheStatus(path, False, "no config.json and no model folder in it")
+    for m in models:
+        if not (m / "config.json").is_file():
+            return CacheStatus(path, False, f"missing {m.name}/config.json")
+        weights = sorted(m.glob("*.safetensors"))
+        if not weights and not any(m.glob("*.bin")):
+            return CacheStatus(path, False, f"no weights in {m.name}")
+        for w in weights:
+            if why := _safetensors_header_ok(w):
+                return CacheStatus(path, False, f"{w.relative_to(path)}: {why}")
+    size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    base, _, layers = path.name.rpartition("-first")
+    plural = "s" * (layers != "1")
+    what = (f"the first {layers} layer{plural} of {base}" if base and layers.isdigit() else
+            "a shipped tiny policy and a tiny reward model" if path.name.endswith("-shipped")
+            else "a model folder without a manifest")
+    return CacheStatus(path, True, "ok", size, derived=what)
+
+
 def list_cached() -> list[CacheStatus]:
-    """Every model folder under the cache, with its completeness."""
+    """Every model folder under the cache, with its completeness: the embedded model (and any
+    folder with a manifest) checked against its manifest, the others as derived models
+    (:func:`derived_status`)."""
     root = cache_root() / "models"
     if not root.is_dir():
         return []
-    return [cache_status(p) for p in sorted(root.iterdir()) if p.is_dir() and not p.name.startswith(".")]
+    return [cache_status(p) if p.name == EMBEDDED_NAME or (p / MANIFEST).is_file()
+            else derived_status(p)
+            for p in sorted(root.iterdir()) if p.is_dir() and not p.name.startswith(".")]
 
 
 def remove(name: str = EMBEDDED_NAME) -> bool:

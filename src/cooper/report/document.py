@@ -26,15 +26,25 @@ class ReportPaths:
     html: Path
     markdown: Path
     plots: list[Path]
+    notice: str = ""
+    """what the reader must know before opening it (no verdict yet, ...); '' for nothing"""
 
 
-def write_report(blocks: list[Block], folder: Path, plots: list[Path]) -> ReportPaths:
+def report_dir(folder: Path, out: str | Path | None) -> Path:
+    """The folder a report goes to (``out``, default ``folder/report``), created."""
+    path = Path(out) if out else folder / "report"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def write_report(blocks: list[Block], folder: Path, plots: list[Path],
+                 notice: str = "") -> ReportPaths:
     """``folder/report.md`` and ``folder/report.html`` from the blocks."""
     md_path = folder / "report.md"
     md_path.write_text(markdown(blocks))
     html_path = folder / "report.html"
     html_path.write_text(html_page(blocks))
-    return ReportPaths(folder, html_path, md_path, plots)
+    return ReportPaths(folder, html_path, md_path, plots, notice)
 
 
 def duration(seconds: float) -> str:

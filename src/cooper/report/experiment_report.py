@@ -31,13 +31,11 @@ the raw records (:mod:`cooper.report.figures`) with its definition written next 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from cooper.errors import UserError
-from cooper.infra.files import read_json
-from cooper.report.document import Block, ReportPaths, write_report
+from cooper.report.document import Block, ReportPaths, report_dir, write_report
 from cooper.report.experiment_layout import (
     LAST_POLICIES_FILE,
     RM_CHECK_FILE,
@@ -62,6 +60,7 @@ from cooper.report.experiment_tables import (
 from cooper.report.figures import Arm, Run
 from cooper.report.plots import arm_label, make_plots
 from cooper.report.rm_check_table import rm_check_rows, rm_check_sentences
+from cooper.report.run_totals import read_metrics, read_record
 from cooper.report.validity import (
     SeedValidity,
     invalid_seeds,
@@ -85,18 +84,16 @@ from cooper.report.verdict import (
 # ------------------------------------------------------------------ reading the folder
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    return read_metrics(path) if path.is_file() else []
 
 
 def _run(name: str, seed: int, mode: str, folder: Path) -> Run:
     """One arm's run in one seed: its headline is the mean over its last policies where the
     experiment scored them (``final_eval_last.json``), else the final policy's scores."""
-    final = read_json(folder / "final_eval.json")
-    last = read_json(folder / LAST_POLICIES_FILE)
+    final = read_record(folder / "final_eval.json")
+    last = read_record(folder / LAST_POLICIES_FILE)
     return Run(name, seed, mode, _read_jsonl(folder / "metrics.jsonl"), last or final,
-               read_json(folder / "trained.json"), final if last else None)
+               read_record(folder / "trained.json"), final if last else None)
 
 
 def load_arms(settings: dict[str, Any], seeds: list[tuple[int, Path]]) -> list[Arm]:
@@ -164,11 +161,23 @@ def result_blocks(arms: list[Arm], seeds: list[int],
     what = ("its verdict, its final held-out accuracy (%) and, seed by seed, its difference "
             f"from {rule.label} (points)" if rule else
             "its verdict and its final held-out accuracy (%)")
+    # with no step logged every figure is missing: a finding would be about nothing
+    said = (("note", NO_VERDICT) if no_steps(arms) else
+            ("ul", findings(arms, invalid_seeds(validities)) + validity_findings(validities)))
     return [("h2", "Result"),
             ("p", f"{scope(arms, seeds)} Per arm: {what}; over several seeds the mean (min to "
                   "max). How to read this, below, defines each."),
-            ("table", result_table(arms, invalid_seeds(validities))),
-            ("ul", findings(arms, invalid_seeds(validities)) + validity_findings(validities))]
+            ("table", result_table(arms, invalid_seeds(validities))), said]
+
+
+NO_VERDICT = ("No verdict yet: no run has logged a training step, so no arm is judged; rerun "
+              "`cooper report` when the experiment has made progress.")
+
+
+def no_steps(arms: list[Arm]) -> bool:
+    """Whether no run of any arm has logged a training step (an experiment still in its
+    setup, or a folder holding only its settings)."""
+    return not any(r.train_rows for a in arms for r in a.runs)
 
 
 def verdict_blocks(arms: list[Arm], validities: dict[int, SeedValidity],
@@ -238,14 +247,13 @@ def build_report(folder: str | Path, out: str | Path | None = None) -> ReportPat
         raise UserError(f"{folder} is not an experiment folder (no {SETTINGS_FILE}); run "
                         "`cooper experiment hacking --preset NAME --out DIR` first")
     settings = read_settings(folder)
-    status = read_json(folder / STATUS_FILE) or {}
+    status = read_record(folder / STATUS_FILE) or {}
     seeds = seed_folders(folder, settings)
     seed_ids = [s for s, _ in seeds]
-    setups = [read_json(setup_dir(f) / "setup.json") for _, f in seeds]
+    setups = [read_record(setup_dir(f) / "setup.json") for _, f in seeds]
     arms = load_arms(settings, seeds)
-    report_dir = Path(out) if out else folder / "report"
-    report_dir.mkdir(parents=True, exist_ok=True)
-    plots = make_plots(arms, report_dir)
+    target = report_dir(folder, out)  # after the reading: a bad file leaves no folder
+    plots = make_plots(arms, target)
 
     validities = seed_validities(arms, seed_ids, setups)
     invalid = invalid_seeds(validities)
@@ -269,7 +277,7 @@ def build_report(folder: str | Path, out: str | Path | None = None) -> ReportPat
               "the mean (min to max) of the seeds' figures."),
         ("table", figures_table(arms)),
         *rm_check_blocks([c for a in arms for _, f in seeds
-                          if (c := read_json(arm_dir(f, a.name) / RM_CHECK_FILE))]),
+                          if (c := read_record(arm_dir(f, a.name) / RM_CHECK_FILE))]),
         ("h2", "Curves"), ("p", BAND),
         *[("figure", p, CAPTIONS.get(p.name, "")) for p in plots],
         ("h2", "Arms"), ("table", arms_table(settings)),
@@ -287,4 +295,4 @@ def build_report(folder: str | Path, out: str | Path | None = None) -> ReportPat
         ("table", seed_table(arms, invalid)),
         ("h2", "Versions"), ("table", versions),
     ]
-    return write_report(blocks, report_dir, plots)
+    return write_report(blocks, target, plots, NO_VERDICT if no_steps(arms) else "")

@@ -26,8 +26,7 @@ from typing import Any
 import yaml
 
 from cooper.errors import UserError
-from cooper.infra.files import read_json
-from cooper.report.document import ReportPaths, duration, write_report
+from cooper.report.document import ReportPaths, duration, report_dir, write_report
 from cooper.report.experiment_layout import SETTINGS_FILE
 from cooper.report.experiment_report import build_report
 from cooper.report.run_plots import CAPTIONS, make_run_plots
@@ -36,6 +35,7 @@ from cooper.report.run_totals import (
     RunTotals,
     definitions,
     read_metrics,
+    read_record,
     run_totals,
     summary_sentences,
 )
@@ -180,7 +180,7 @@ def settings_table(cfg: dict[str, Any] | None, folder: Path,
     rows = [["setting", "value"]]
     rows += [[f"{label} ({key})", str(setting(cfg, key))] for key, label in SETTINGS
              if setting(cfg, key) is not None and (made_pairs or not key.startswith("rm_"))]
-    runtime = (read_json(folder / "train_summary.json") or {}).get("train_runtime")
+    runtime = (read_record(folder / "train_summary.json") or {}).get("train_runtime")
     if isinstance(runtime, int | float):
         rows.append(["training time (train_summary.json)", duration(runtime)])
     return rows
@@ -196,18 +196,18 @@ def build_run_report(folder: str | Path, out: str | Path | None = None) -> Repor
     cfg = read_config(folder)
     mode = setting(cfg, "reward.mode")
     totals = run_totals(rows, mode if isinstance(mode, str) else None)
-    report_dir = Path(out) if out else folder / "report"
-    report_dir.mkdir(parents=True, exist_ok=True)
-    plots, left_out = make_run_plots(rows, totals.mode, report_dir)
+    target = report_dir(folder, out)  # after the reading: a bad file leaves no folder
+    plots, left_out = make_run_plots(rows, totals.mode, target)
 
     blocks: list[tuple] = [("h1", f"Training run: {folder.resolve().name}")]
     if cfg is None:
         blocks.append(("note", f"No readable {CONFIG_FILE} in the run folder: the reward mode "
                                f"is unknown, so the reward paid is read as TRL's "
                                f"'{totals.paid_key}'."))
-    if not totals.steps:
-        blocks.append(("note", "No training step logged yet: rerun `cooper report` when the "
-                               "run has made progress."))
+    no_steps = ("" if totals.steps else "No training step logged yet: rerun `cooper report` "
+                "when the run has made progress.")
+    if no_steps:
+        blocks.append(("note", no_steps))
     table, not_logged = totals_table(totals)
     blocks += [("h2", "Result"), ("table", result_table(totals)),
                ("ul", summary_sentences(totals)),
@@ -227,4 +227,4 @@ def build_run_report(folder: str | Path, out: str | Path | None = None) -> Repor
     blocks += [("h2", "Settings"),
                ("p", f"The main ones; every setting is in {CONFIG_FILE} in the run folder."),
                ("table", settings_table(cfg, folder, totals.pairs is not None))]
-    return write_report(blocks, report_dir, plots)
+    return write_report(blocks, target, plots, no_steps)

@@ -42,19 +42,56 @@ PAYERS = {"rule": "the rule-based verifier", "rm": "a fixed reward model",
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     """The records of a ``metrics.jsonl``; a last line cut short (a run killed mid-write) is
-    left out, a bad line elsewhere is an error that names it."""
+    left out, a bad line elsewhere is an error that names it and says what is wrong."""
     path = Path(path)
-    lines = [x for x in path.read_text().splitlines() if x.strip()]
+    # bytes, decoded line by line: a stray non-UTF-8 byte is then one bad line, named
+    lines = path.read_bytes().split(b"\n")
+    last = max((i for i, x in enumerate(lines, 1) if x.strip()), default=0)
     rows = []
-    for i, line in enumerate(lines):
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
         try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as e:
-            if i == len(lines) - 1:
+            row = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            if i == last:
                 break
-            raise UserError(f"{path}, line {i + 1} is not JSON ({e.msg}); was the file edited? "
-                            "metrics.jsonl holds one JSON object per line") from e
+            why = (f"is not JSON ({e.msg})" if isinstance(e, json.JSONDecodeError)
+                   else "is not UTF-8 text")
+            raise UserError(f"{path}, line {i} {why}; was the file edited? metrics.jsonl holds "
+                            "one JSON object per line") from e
+        if not isinstance(row, dict):
+            why = f"is {json.dumps(row)[:40]}, not a JSON object"
+        elif "step" not in row:
+            why = "has no step"
+        elif not isinstance(step := row["step"], int) or isinstance(step, bool) or step < 0:
+            why = f"has step {step!r}, not a whole number >= 0"
+        else:
+            rows.append(row)
+            continue
+        raise UserError(f"{path}, line {i} {why}; was the file edited? metrics.jsonl holds one "
+                        "JSON object per line, each with its step")
     return rows
+
+
+def read_record(path: str | Path) -> dict[str, Any] | None:
+    """A JSON object a stage wrote (``final_eval.json``, ``setup.json``, ...), None when the
+    file is absent (the stage has not run); a file cut short, edited into something else or
+    holding no object is an error that names it."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        doc = json.loads(path.read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        why = (f"not JSON: {e.msg}, line {e.lineno} column {e.colno}"
+               if isinstance(e, json.JSONDecodeError) else "not UTF-8 text")
+        raise UserError(f"{path} cannot be read ({why}); was it cut short or edited? restore "
+                        "it, or redo the step that wrote it into a new folder") from e
+    if not isinstance(doc, dict):
+        raise UserError(f"{path} holds {json.dumps(doc)[:40]}, not the JSON object its step "
+                        "writes; restore it, or redo that step into a new folder")
+    return doc
 
 
 def training_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

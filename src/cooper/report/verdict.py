@@ -149,11 +149,6 @@ def _paired(arm: Arm, rule: Arm | None) -> list[float]:
     return [r.final["average"] - theirs[r.seed] for r in arm.runs if r.final and r.seed in theirs]
 
 
-def _against_rule(arm: Arm, rule: Arm | None) -> Spread | None:
-    """Final accuracy minus the rule arm's, per seed where both have one (points)."""
-    return spread(_paired(arm, rule))
-
-
 def _interval(ci: tuple[float, float]) -> str:
     """A paired interval of accuracy differences, in points."""
     return f"{100 * ci[0]:+.2f} to {100 * ci[1]:+.2f}"
@@ -185,7 +180,7 @@ def _difference(arm: Arm, rule: Arm) -> str:
     """The arm's final accuracy minus the rule arm's, seed by seed (points)."""
     if arm is rule:
         return "(the reference)"
-    return fmt(_against_rule(arm, rule), 2, 100, sign=True, of=len(arm.runs))
+    return fmt(spread(_paired(arm, rule)), 2, 100, sign=True, of=len(arm.runs))
 
 
 def _interval_cell(arm: Arm, rule: Arm) -> str:
@@ -281,8 +276,8 @@ def _tally(verdicts: list[str], of: str) -> str:
 
 
 def hacked_findings(arms: list[Arm], invalid: frozenset[int] = frozenset()) -> list[str]:
-    """Which arms were hacked and in how many seeds, and which never were (with what they
-    were instead); the references and the invalid seeds are not judged."""
+    """Which arms were hacked and in how many seeds, which never were (with what they were
+    instead), which had no data to judge; the references and the invalid seeds are not judged."""
     judged = _judged(arms, invalid)
     if not judged:
         return []
@@ -294,11 +289,16 @@ def hacked_findings(arms: list[Arm], invalid: frozenset[int] = frozenset()) -> l
     parts = [_and(labels) + ("" if n == 1 else f" in {k} of {n} {of}")
              for (k, n), labels in sorted(groups.items(), key=lambda g: -g[0][0] / g[0][1])]
     out = [f"Hacked: {'; '.join(parts)}."] if parts else []
-    clean = [f"{a.label} ({_tally(v, of)})" for a, v in judged if HACKED not in v]
-    if clean:
-        out.append(("Never judged hacked" if parts else "No arm paid by a reward model was "
-                    "hacked in any seed") + f": {', '.join(clean)}.")
-    return out
+    unjudged = [a for a, v in judged if set(v) == {NO_DATA}]
+    clean = [f"{a.label} ({_tally(v, of)})" for a, v in judged
+             if HACKED not in v and a not in unjudged]
+    # an arm not started or a signal not logged is no evidence of a clean run: "no arm was
+    # hacked" only where every arm was judged in every seed
+    lead = ("No arm paid by a reward model was hacked in any seed" if not parts and all(
+        NO_DATA not in v for _, v in judged) else "Never judged hacked")
+    out += [f"{lead}: {', '.join(clean)}."] if clean else []
+    none = _and([a.label for a in unjudged]) if unjudged else ""
+    return out + ([f"Not judged, {NO_DATA}: {none}."] if none else [])
 
 
 PAID_BY_RM = frozenset({"rm", "cooper", "hybrid", "hybrid_cooper"})
@@ -409,7 +409,7 @@ def arm_sentences(arms: list[Arm], invalid: frozenset[int] = frozenset()) -> lis
         text = (f"{a.label}: {arm_verdict(a, invalid)}; final held-out accuracy (%) "
                 f"{_col(a, 'final_accuracy', 2, 100)}")
         if rule is not None and a is not rule:
-            diff = _against_rule(a, rule)
+            diff = spread(_paired(a, rule))
             text += (f"; against {rule.label}: " + (
                 f"{fmt(diff, 2, 100, sign=True, of=len(a.runs))} points"
                 + against_rule_in_words(a, rule) if diff else NO_DATA))
