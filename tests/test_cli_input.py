@@ -235,3 +235,16 @@ def test_collect_with_every_request_failed_exits_non_zero_and_keeps_the_count(ca
     assert "0 ok, 2 failed" in stdout
     stats = json.loads((files["tmp"] / "c.stats.json").read_text())
     assert stats["failed"] == 2 and stats["ok"] == 0
+
+
+def test_the_row_size_limit_is_checked_and_said_in_readable_units(tmp_path):
+    from cooper.data.problems import load_problems
+
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"question": "What is 2 + 2?", "answer": "4"}) + "\n")
+    with pytest.raises(UserError, match=r"row is \d+ bytes, over the 10 bytes limit"):
+        load_problems(data, max_row_bytes=10)
+    for bad in (0, -1):
+        with pytest.raises(UserError, match="--max-row-bytes must be >= 1"):
+            load_problems(data, max_row_bytes=bad)
+    assert len(load_problems(data, max_row_bytes=4096).problems) == 1

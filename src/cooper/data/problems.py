@@ -142,16 +142,24 @@ def read_parquet_rows(path: Path) -> list[dict]:
                         "pyarrow or pandas, or pass a .jsonl file") from None
 
 
+def _size(n: int) -> str:
+    """Bytes as a reader wants them: 312 bytes, 4.0 KiB, 64.0 MiB."""
+    return f"{n} bytes" if n < 1024 else f"{n / 1024:.1f} KiB" if n < 2**20 else \
+        f"{n / 2**20:.1f} MiB"
+
+
 def _iter_rows(path: Path, max_row_bytes: int) -> Iterator[tuple[str, dict | DataError]]:
     """Yield (where, row) pairs; a row that cannot be read is yielded as its DataError."""
+    if max_row_bytes < 1:  # every reader comes here: one check for every command's option
+        raise UserError(f"--max-row-bytes must be >= 1, got {max_row_bytes}")
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
         with path.open("rb") as f:
             for lineno, raw in enumerate(f, 1):
                 where = f"{path}:{lineno}"
                 if len(raw) > max_row_bytes:
-                    yield where, DataError(where, f"row is {len(raw) / 2**20:.1f} MiB, over the "
-                                           f"{max_row_bytes / 2**20:.1f} MiB limit",
+                    yield where, DataError(where, f"row is {_size(len(raw))}, over the "
+                                           f"{_size(max_row_bytes)} limit",
                                            "raise --max-row-bytes, or pass --skip-bad")
                     continue
                 if not raw.strip():
