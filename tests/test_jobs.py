@@ -47,13 +47,13 @@ def test_a_lone_setup_runs_on_every_core_and_the_arms_share_them(tmp_path, monke
 
 def test_arms_start_by_their_reward_models_work(tmp_path):
     """Updating it first, then scoring every step, then watching every 5th step (hacking_cpu's
-    rule arm: 243 s against the rm arm's 293 s in one seed), then no reward model at all."""
+    rule arm: 243 s against the rm arm's 293 s in one seed)."""
     exp = load_experiment("hacking_cpu")
     assert exp.arm_list == ["rule", "rm", "cooper", "cooper_rollouts"]
     assert jobs.longest_first(exp, exp.arm_list) == ["cooper", "cooper_rollouts", "rm", "rule"]
     assert jobs.longest_first(exp, ["rule", "rm"]) == ["rm", "rule"]
     for rule, order in [("reward.monitor_every: 1", ["rule", "rm"]),  # a tie: as given
-                        ("reward.monitor: false", ["rm", "rule"])]:
+                        ("reward.monitor_every: 10", ["rm", "rule"])]:
         preset = tmp_path / "p.yaml"
         preset.write_text(f"base: hacking_cpu\narms:\n  rule: {{reward.mode: rule, {rule}}}\n")
         assert jobs.longest_first(load_experiment(str(preset)), ["rule", "rm"]) == order

@@ -77,8 +77,9 @@ def longest_first(exp: ExperimentConfig, arms: list[str]) -> list[str]:
     """``arms`` in the order they are started in workers, by the reward model's work in a step
     (the policy's is the same in every arm): those that update it first (scoring, then a forward
     and backward pass), then those that score with it every step, then a verifier-paid arm whose
-    reward model watches every Nth step, then one without a reward model; ties in the given
-    order. Started last, a long arm would run alone at the end while the other cores wait."""
+    reward model watches every Nth step (every arm's watches: ``reward.monitor`` is the
+    experiment's); ties in the given order. Started last, a long arm would run alone at the end
+    while the other cores wait."""
     def reward_model_work(arm: str) -> float:  # in scoring passes a step
         cfg = exp.arm_train(arm)
         plan = cfg.plan()
@@ -86,7 +87,7 @@ def longest_first(exp: ExperimentConfig, arms: list[str]) -> list[str]:
             return 3.0
         if plan.pays is not Payer.VERIFIER:
             return 1.0
-        return 1.0 / cfg.reward.monitor_every if cfg.reward.monitor else 0.0
+        return 1.0 / cfg.reward.monitor_every
 
     return sorted(arms, key=lambda a: -reward_model_work(a))
 
