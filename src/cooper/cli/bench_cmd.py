@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _run(module):
     def handler(args: argparse.Namespace) -> int:
         from cooper.bench import save
-        from cooper.cli.common import check_out_file
+        from cooper.infra.files import check_out_file
 
         # every file a benchmark writes, checked before it runs (minutes) rather than after
         for flag in ("--out", "--markdown"):

@@ -130,38 +130,6 @@ def check_seconds(flag: str, value: float) -> None:
         raise UserError(f"{flag} must be a finite number of seconds > 0, got {value}")
 
 
-def _first_existing(path: Path) -> Path:
-    for p in (path, *path.parents):
-        if p.exists():
-            return p
-    return Path(".")
-
-
-def check_out_file(flag: str, out: str | os.PathLike) -> None:
-    """``out`` can be written as a file: not an existing folder, and no file where a folder of
-    its path must be (mkdir would fail there only after the work is done)."""
-    from cooper.errors import UserError
-
-    path = Path(out).expanduser()
-    if path.is_dir():
-        raise UserError(f"{flag} {path} is a directory; give a file path (e.g. "
-                        f"{path / 'out'}{path.suffix or ''})")
-    if not _first_existing(path.parent).is_dir():
-        raise UserError(f"{flag} {path}: {_first_existing(path.parent)} is a file, not a "
-                        "folder; pick another path")
-
-
-def check_out_dir(flag: str, out: str | os.PathLike) -> None:
-    """``out`` can be made or used as a folder: not an existing file, nor below one."""
-    from cooper.errors import UserError
-
-    path = Path(out).expanduser()
-    blocker = _first_existing(path)
-    if not blocker.is_dir():
-        what = f"{path} is a file" if blocker == path else f"{blocker} is a file"
-        raise UserError(f"{flag} {path}: {what}; this writes a folder, so pick another path")
-
-
 def _same_file(a: Path, b: Path) -> bool:
     if a.resolve() == b.resolve():
         return True

@@ -11,12 +11,12 @@ from cooper.cli.common import (
     add_field_args,
     add_local_args,
     check_not_input,
-    check_out_file,
     endpoint_base_from_args,
     load_solved_problems,
     local_options_from_args,
 )
 from cooper.data.problems import DATASET_HELP
+from cooper.infra.files import check_out_file
 
 
 def register(dsub: argparse._SubParsersAction) -> None:

@@ -13,11 +13,11 @@ from cooper.cli.common import (
     add_field_args,
     add_model_args,
     check_not_input,
-    check_out_file,
     fields_from_args,
     load_solved_problems,
 )
 from cooper.data.problems import DATASET_HELP
+from cooper.infra.files import check_out_file
 
 
 def register(sub: argparse._SubParsersAction) -> None:

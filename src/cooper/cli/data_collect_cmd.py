@@ -12,12 +12,12 @@ from cooper.cli.common import (
     add_field_args,
     add_local_args,
     check_not_input,
-    check_out_file,
     endpoint_base_from_args,
     fields_from_args,
     local_options_from_args,
 )
 from cooper.data.problems import DATASET_HELP
+from cooper.infra.files import check_out_file
 from cooper.infra.models import DEFAULT_MODEL
 
 SPEC_HELP = ("comma-separated model specs: [LABEL=]hf:MODEL (or just MODEL: the embedded "

@@ -10,11 +10,11 @@ from cooper.cli.common import (
     add_endpoint_args,
     add_local_args,
     check_not_input,
-    check_out_file,
     check_seconds,
     endpoint_base_from_args,
     local_options_from_args,
 )
+from cooper.infra.files import check_out_file
 
 
 def register(dsub: argparse._SubParsersAction) -> None:

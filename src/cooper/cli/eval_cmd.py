@@ -159,8 +159,8 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from cooper.cli.common import check_out_file
     from cooper.eval.compare import compare_runs, comparison_csv, comparison_markdown
+    from cooper.infra.files import check_out_file
 
     for flag, path in (("--md", args.md), ("--csv", args.csv)):
         if path:  # before the runs are read: a bad path must not fail after the table prints

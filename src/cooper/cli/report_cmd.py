@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from cooper.cli.common import check_out_dir
+    from cooper.infra.files import check_out_dir
     from cooper.report.run_report import report_folder
 
     if args.out:  # before any figure is computed, not when the report is written

@@ -12,9 +12,10 @@ import sys
 import time
 from pathlib import Path
 
-from cooper.cli.common import check_not_input, check_out_dir, check_out_file
+from cooper.cli.common import check_not_input
 from cooper.cli.rm_common import add_input_args, add_model_args, load_rm, load_rows
 from cooper.config.rm import RMTrainConfig
+from cooper.infra.files import check_out_dir, check_out_file
 from cooper.infra.models import DEFAULT_MODEL
 from cooper.rm.template import InputSpec
 

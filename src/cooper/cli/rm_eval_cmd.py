@@ -7,7 +7,6 @@ import argparse
 import json
 import time
 
-from cooper.cli.common import check_out_file
 from cooper.cli.rm_common import (
     add_input_args,
     add_model_args,
@@ -15,6 +14,7 @@ from cooper.cli.rm_common import (
     load_rm,
     load_rows,
 )
+from cooper.infra.files import check_out_file
 
 
 def register(rsub: argparse._SubParsersAction) -> None:

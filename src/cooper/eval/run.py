@@ -43,7 +43,13 @@ from cooper.eval.sampling import (
 )
 from cooper.eval.settings import Benchmark, EvalSettings, load_benchmarks, protocol
 from cooper.infra.environment import PACKAGES, environment
-from cooper.infra.files import TEMP_PREFIX, remove_temp_files, write_atomic, write_json
+from cooper.infra.files import (
+    TEMP_PREFIX,
+    check_out_dir,
+    remove_temp_files,
+    write_atomic,
+    write_json,
+)
 from cooper.infra.generation import Generator, load_generator
 from cooper.types import Problem
 
@@ -170,9 +176,7 @@ def run_eval(settings: EvalSettings, out_dir: str | os.PathLike, *,
     out = Path(out_dir)
     benchmarks = load_benchmarks(settings)
     proto = protocol(settings, benchmarks)
-    for p in (out, *out.parents):
-        if p.exists() and not p.is_dir():
-            raise UserError(f"--out {out}: {p} is a file; pass a folder path")
+    check_out_dir("--out", out)
     out.mkdir(parents=True, exist_ok=True)
     ks = list(settings.ks) if settings.ks else default_ks(settings.sampling.n)
     loaded: list[Generator] = []
