@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cooper.errors import UserError
+from cooper.infra.files import UnreadableJSON, parse_json
 
 
 @dataclass(frozen=True)
@@ -54,11 +54,9 @@ def read_results(run: str | os.PathLike) -> dict[str, Any]:
     if not path.is_file():
         raise UserError(f"{run}: no results.json (not a finished cooper eval run); {rerun}")
     try:
-        doc = json.loads(path.read_bytes())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        why = (f"not JSON: {e.msg}, line {e.lineno} column {e.colno}"
-               if isinstance(e, json.JSONDecodeError) else "not UTF-8 text")
-        raise UserError(f"{path} cannot be read ({why}); {rerun}") from e
+        doc = parse_json(path.read_bytes())
+    except UnreadableJSON as e:
+        raise UserError(f"{path} cannot be read ({e}); {rerun}") from e
     bench = doc.get("benchmarks") if isinstance(doc, dict) else None
     if not (isinstance(bench, dict) and bench and all(
             isinstance(e, dict) and all(k in e for k in METRICS) for e in bench.values())):

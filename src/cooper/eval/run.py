@@ -45,7 +45,9 @@ from cooper.eval.settings import Benchmark, EvalSettings, load_benchmarks, proto
 from cooper.infra.environment import PACKAGES, environment
 from cooper.infra.files import (
     TEMP_PREFIX,
+    UnreadableJSON,
     check_out_dir,
+    parse_json,
     remove_temp_files,
     write_atomic,
     write_json,
@@ -119,10 +121,9 @@ def _check_protocol(out: Path, proto: dict[str, Any]) -> bool:
         write_json(path, proto)
         return False
     try:
-        old = json.loads(path.read_bytes())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        old = (f"not JSON: {e.msg}, line {e.lineno} column {e.colno}"
-               if isinstance(e, json.JSONDecodeError) else "not UTF-8 text")
+        old = parse_json(path.read_bytes())
+    except UnreadableJSON as e:
+        old = str(e)  # said below if the folder holds samples made with settings now unknown
     if old == proto:
         return True
     if not _holds_samples(out):

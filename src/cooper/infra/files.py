@@ -86,6 +86,22 @@ def read_json(path: str | os.PathLike) -> Any | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
+class UnreadableJSON(ValueError):
+    """JSON that cannot be parsed; the message says why in a few words, for the caller's own
+    error (which file, and what to do about it)."""
+
+
+def parse_json(data: bytes) -> Any:
+    """The JSON in ``data``, or :class:`UnreadableJSON`: ``not JSON: MSG, line L column C`` (cut
+    short or edited) or ``not UTF-8 text``."""
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError as e:
+        raise UnreadableJSON(f"not JSON: {e.msg}, line {e.lineno} column {e.colno}") from e
+    except UnicodeDecodeError as e:
+        raise UnreadableJSON("not UTF-8 text") from e
+
+
 def remove_temp_files(folder: str | os.PathLike) -> None:
     """Remove the temporary files a killed writer left in ``folder`` (not its subfolders)."""
     folder = Path(folder)

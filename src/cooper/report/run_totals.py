@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from cooper.errors import UserError
+from cooper.infra.files import UnreadableJSON, parse_json
 from cooper.report.figures import paid_key, second_half_mean
 
 QUARTER = 0.25
@@ -52,13 +53,11 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            row = parse_json(line)
+        except UnreadableJSON as e:
             if i == last:
                 break
-            why = (f"is not JSON ({e.msg})" if isinstance(e, json.JSONDecodeError)
-                   else "is not UTF-8 text")
-            raise UserError(f"{path}, line {i} {why}; was the file edited? metrics.jsonl holds "
+            raise UserError(f"{path}, line {i} is {e}; was the file edited? metrics.jsonl holds "
                             "one JSON object per line") from e
         if not isinstance(row, dict):
             why = f"is {json.dumps(row)[:40]}, not a JSON object"
@@ -82,11 +81,9 @@ def read_record(path: str | Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        doc = json.loads(path.read_bytes())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        why = (f"not JSON: {e.msg}, line {e.lineno} column {e.colno}"
-               if isinstance(e, json.JSONDecodeError) else "not UTF-8 text")
-        raise UserError(f"{path} cannot be read ({why}); was it cut short or edited? restore "
+        doc = parse_json(path.read_bytes())
+    except UnreadableJSON as e:
+        raise UserError(f"{path} cannot be read ({e}); was it cut short or edited? restore "
                         "it, or redo the step that wrote it into a new folder") from e
     if not isinstance(doc, dict):
         raise UserError(f"{path} holds {json.dumps(doc)[:40]}, not the JSON object its step "
