@@ -13,6 +13,8 @@ def test_environment_keys_and_versions():
     assert {"date", "platform", "python", "cpu", "cpu_count", "torch_threads", "cuda",
             "versions"} <= set(env)
     assert isinstance(env["cpu_bfloat16"], bool)  # what `cooper demo --dtype auto` picks by
+    # which library ran float32 linear layers on the CPU (cooper.infra.cpu_linear)
+    assert env["float32_matmul"] in ("onednn", "blas")
     # date and time: results of one day are told apart (bench used to record the day only)
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", env["date"])
     # cooper-rl is the code that ran, not whichever copy is installed
@@ -32,5 +34,7 @@ def test_software_table_is_flat_and_lists_installed_packages():
     assert list(table)[:2] == ["cooper-rl", "python"] and list(table)[-1] == "device"
     assert "no-such-package-cooper" not in table
     assert table["device"].startswith(("cpu (", "cuda ("))
+    if not env["cuda"]:
+        assert table["device"].endswith(f"float32 matmul: {env['float32_matmul']})")
     assert all(isinstance(v, str) for v in table.values())
     assert package_versions(("cooper-rl",)) == {"cooper-rl": cooper.__version__}

@@ -11,6 +11,9 @@ A model is named by one string, resolved in this order:
    downloaded when the Hub is reachable. With no Hub in reach the error names the offline
    options instead of retrying for half a minute.
 
+Float32 models loaded here on a CPU whose maths library is slow for them run their linear layers
+through oneDNN instead (:mod:`cooper.infra.cpu_linear`).
+
 Remote code stays off unless the caller passes ``trust_remote_code=True`` (the CLI's
 ``--trust-remote-code``): a checkpoint must not run code on the user's machine by default.
 
@@ -27,7 +30,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from cooper.errors import UserError
-from cooper.infra import embedded
+from cooper.infra import cpu_linear, embedded
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -137,9 +140,11 @@ def load_causal_lm(name_or_path: str | os.PathLike = DEFAULT_MODEL, *,
     from transformers import AutoModelForCausalLM
 
     check_dtype(dtype)
-    return AutoModelForCausalLM.from_pretrained(
+    model = AutoModelForCausalLM.from_pretrained(
         resolve(name_or_path), trust_remote_code=trust_remote_code,
         dtype=dtype or "auto", **kwargs)
+    cpu_linear.apply(model)
+    return model
 
 
 def load_sequence_classifier(name_or_path: str | os.PathLike = DEFAULT_MODEL, *,
@@ -177,6 +182,7 @@ def load_sequence_classifier(name_or_path: str | os.PathLike = DEFAULT_MODEL, *,
         log.warning("%s: %d weights missing from the checkpoint were initialised at random "
                     "(%s, ...): is this the model you meant?", path, len(other), other[0])
     model.config.pad_token_id = tok.pad_token_id
+    cpu_linear.apply(model)
     return model
 
 

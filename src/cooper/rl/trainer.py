@@ -48,6 +48,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from cooper.config.train import Payer, TrainConfig
 from cooper.errors import UserError
+from cooper.infra import cpu_linear
 from cooper.infra.collective import Collective
 from cooper.infra.models import load_causal_lm, load_tokenizer
 from cooper.rl.checkpoints import (
@@ -246,6 +247,10 @@ class CooperTrainer(GRPOTrainer):
         check_trainable_precision(self.model, self._sharded())
         if cfg.policy.dtype == "bfloat16" and self.ref_model is not None and not self._sharded():
             self.ref_model.to(torch.bfloat16)  # only ever runs forward: half the memory
+        # TRL loads the policy itself: its float32 CPU linear layers get oneDNN here
+        for policy in (self.model, self.ref_model):
+            if policy is not None:
+                cpu_linear.apply(policy)
         verify = partial(verify_batch, mode=cfg.reward.verifier_mode,
                          timeout_s=cfg.reward.verifier_timeout_s)
         negatives = None
