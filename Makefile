@@ -58,7 +58,7 @@ experiment: setup
 # yes/no comparison; eleven arms: the rule, the gold judge, a judge on every rejection (perfect,
 # noisy), Cooper with rollout negatives, with judged labels, with a noisy judge, with replay,
 # judged with the rule's read "no" paid 0, and that with 8 or 16 of its own rows replayed and
-# its pairs anchored): setup, arms, report, about an hour on 2 cores; see docs/experiment_blind.md.
+# its pairs anchored): setup, arms, report, 31-61 minutes on 2 cores; see docs/experiment_blind.md.
 # More seeds: make experiment-blind SEEDS=0,1,2,3,4. Some arms only (a rerun adds the others),
 # the headline four in about 23 minutes:
 # make experiment-blind BLIND_ARMS=rule,gold,tinyv,cooper_judged_read_replay16_anchor.
