@@ -41,7 +41,8 @@ def cpu_bfloat16() -> bool:
     through MKL (one core of the 2-core AMD EPYC that `cooper demo`'s figures come from: a
     [640, 576] x [576, 1536] product in 4.7 ms against 13.2 ms), and still faster than float32
     through oneDNN (:mod:`cooper.infra.cpu_linear`: the demo's reward model trained in 181-187 s
-    against 257-259 s on the same day); where it does not, they are emulated and slower than float32. torch exposes the check only as private functions of ``torch.cpu``, so a torch
+    against 257-259 s on the same day); where it does not, they are emulated and slower than
+    float32. torch exposes the check only as private functions of ``torch.cpu``, so a torch
     without them reads as False."""
     import torch
 
@@ -69,8 +70,8 @@ def package_versions(packages: Sequence[str] = PACKAGES) -> dict[str, str | None
 def environment(packages: Sequence[str] = PACKAGES, *, hardware: bool = True) -> dict[str, Any]:
     """Date, platform, Python and package versions; with ``hardware`` also the CPU, the torch
     threads, the library that float32 products of CPU linear layers go to in this process
-    (:mod:`cooper.infra.cpu_linear`; bfloat16 and GPU products never do) and the CUDA device (this imports torch, so callers that never load a model may
-    leave it out)."""
+    (:mod:`cooper.infra.cpu_linear`; bfloat16 and GPU products never do) and the CUDA device
+    (this imports torch, so callers that never load a model may leave it out)."""
     env: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "platform": platform.platform(),
