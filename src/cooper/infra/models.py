@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from cooper.errors import UserError
-from cooper.infra import cpu_linear, embedded
+from cooper.infra import embedded
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -140,6 +140,8 @@ def load_causal_lm(name_or_path: str | os.PathLike = DEFAULT_MODEL, *,
     from transformers import AutoModelForCausalLM
 
     check_dtype(dtype)
+    from cooper.infra import cpu_linear  # imports torch: not when the CLI only builds commands
+
     model = AutoModelForCausalLM.from_pretrained(
         resolve(name_or_path), trust_remote_code=trust_remote_code,
         dtype=dtype or "auto", **kwargs)
@@ -182,6 +184,8 @@ def load_sequence_classifier(name_or_path: str | os.PathLike = DEFAULT_MODEL, *,
         log.warning("%s: %d weights missing from the checkpoint were initialised at random "
                     "(%s, ...): is this the model you meant?", path, len(other), other[0])
     model.config.pad_token_id = tok.pad_token_id
+    from cooper.infra import cpu_linear
+
     cpu_linear.apply(model)
     return model
 
