@@ -30,6 +30,7 @@ import functools
 import logging
 import os
 import platform
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -37,7 +38,6 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 
 from cooper.errors import UserError
-from cooper.infra.environment import cpuinfo
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,13 @@ CHOICES = ("auto", "onednn", "blas")
 
 def _cpu_vendor() -> str:
     """The x86 vendor string ("GenuineIntel", "AuthenticAMD", ...), or "" where unknown."""
-    return cpuinfo("vendor_id") or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("vendor_id"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
 
 
 def _operator_available() -> bool:

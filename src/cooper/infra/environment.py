@@ -24,20 +24,14 @@ PACKAGES = ("cooper-rl", "torch", "transformers", "trl", "accelerate", "math-ver
 """The packages whose versions decide results; a caller adds others it uses (e.g. vllm)."""
 
 
-def cpuinfo(field: str) -> str | None:
-    """The first value of ``field`` in /proc/cpuinfo ("model name", "vendor_id"), None where
-    there is none (another system than Linux, or no such field)."""
+def _cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(field):
+            if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return None
-
-
-def _cpu_model() -> str:
-    return cpuinfo("model name") or platform.processor() or "unknown"
+    return platform.processor() or "unknown"
 
 
 def cpu_bfloat16() -> bool:
