@@ -1,14 +1,17 @@
-"""malloc keeps freed memory: a step's second large allocation is served without page faults."""
+"""malloc keeps freed memory: a step's second large allocation is served without page faults;
+oneDNN's primitive caches are bounded."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 import pytest
+import torch
 
 from conftest import cli_env
-from cooper.infra.allocator import is_glibc
+from cooper.infra.allocator import ONEDNN_CACHES, is_glibc
 
 pytestmark = pytest.mark.skipif(not is_glibc(), reason="the tuning is glibc's; elsewhere it "
                                 "does nothing")
@@ -97,3 +100,67 @@ def test_a_misspelt_setting_is_a_clear_error_not_a_silent_choice():
     assert proc.returncode == 2
     assert "COOPER_KEEP_FREED_MEMORY='of'" in proc.stderr and "use 1" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# Products of 400 distinct shapes through oneDNN (the forward of an embedded-model layer at 400
+# batch lengths, as RL's batches give), then the memory still resident once malloc has handed
+# back what is free: what oneDNN's caches hold
+CACHES = """
+import ctypes, os, torch
+from cooper.infra.allocator import bound_onednn_caches
+if BOUND:
+    print(bound_onednn_caches())
+libc = ctypes.CDLL("libc.so.6")
+
+def rss():
+    libc.malloc_trim(0)
+    return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+op = torch.ops.mkldnn._linear_pointwise
+w, x = torch.randn(1536, 576), torch.randn(800, 576)
+op(x[:300], w, None, "none", [], "")
+before = rss()
+for n in range(400, 800):
+    op(x[:n], w, None, "none", [], "")
+print(rss() - before)
+"""
+
+
+def cached_bytes(bound: bool, **settings: str) -> tuple[str, int]:
+    env = cli_env(**settings)
+    for name in ONEDNN_CACHES:  # set in this process by a test that ran `cooper` in it
+        if name not in settings:
+            env.pop(name, None)
+    out = subprocess.run([sys.executable, "-c", f"BOUND = {bound}\n{CACHES}"],
+                         capture_output=True, text=True, env=env, timeout=300,
+                         check=True).stdout.splitlines()
+    return out[0] if bound else "", int(out[-1])
+
+
+@pytest.mark.skipif(not (torch.backends.mkldnn.is_available()
+                         and hasattr(torch.ops.mkldnn, "_linear_pointwise")),
+                    reason="this PyTorch build has no oneDNN linear operator")
+def test_onednn_caches_are_bounded_unless_the_user_set_them():
+    settings, bounded = cached_bytes(True)
+    assert "'ONEDNN_PRIMITIVE_CACHE_CAPACITY': '128'" in settings
+    assert "'LRU_CACHE_CAPACITY': '128'" in settings
+    _, unbounded = cached_bytes(False)  # the control: oneDNN's defaults (1024 entries each)
+    assert unbounded > 2 * bounded + (32 << 20), (
+        f"400 shapes held {unbounded >> 20} MiB unbounded and {bounded >> 20} MiB bounded")
+    # a user's setting wins: the caches then hold what they held unbounded
+    settings, kept = cached_bytes(True, ONEDNN_PRIMITIVE_CACHE_CAPACITY="1024",
+                                  LRU_CACHE_CAPACITY="1024")
+    assert "'LRU_CACHE_CAPACITY': '1024'" in settings
+    assert kept > 2 * bounded + (32 << 20)
+
+
+def test_the_cooper_command_bounds_the_onednn_caches(monkeypatch, tmp_path):
+    import cooper.cli
+
+    for name in ONEDNN_CACHES:  # set then unset, so that the test leaves the environment as it was
+        monkeypatch.setenv(name, "unset")
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("COOPER_CACHE", str(tmp_path))
+    assert cooper.cli.main(["models", "list"]) == 0
+    assert {name: os.environ.get(name) for name in ONEDNN_CACHES} == dict.fromkeys(
+        ONEDNN_CACHES, "128")

@@ -8,13 +8,18 @@ import cooper
 from cooper.infra.environment import PACKAGES, environment, package_versions, software_table
 
 
-def test_environment_keys_and_versions():
+def test_environment_keys_and_versions(monkeypatch):
+    monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "7")
+    monkeypatch.delenv("LRU_CACHE_CAPACITY", raising=False)
     env = environment((*PACKAGES, "no-such-package-cooper"))
     assert {"date", "platform", "python", "cpu", "cpu_count", "torch_threads", "cuda",
             "versions"} <= set(env)
     assert isinstance(env["cpu_bfloat16"], bool)  # what `cooper demo --dtype auto` picks by
     # which library ran float32 linear layers on the CPU (cooper.infra.cpu_linear)
     assert env["float32_matmul"] in ("onednn", "blas")
+    # oneDNN's cache capacities as set (cooper.infra.allocator.bound_onednn_caches), None unset
+    assert env["onednn_caches"] == {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "7",
+                                    "LRU_CACHE_CAPACITY": None}
     # date and time: results of one day are told apart (bench used to record the day only)
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", env["date"])
     # cooper-rl is the code that ran, not whichever copy is installed

@@ -18,7 +18,7 @@ import sys
 
 from cooper import __version__
 from cooper.errors import UserError
-from cooper.infra.allocator import keep_freed_memory
+from cooper.infra.allocator import bound_onednn_caches, keep_freed_memory
 from cooper.infra.threads import fixed_math_threads
 
 # Order here is the order in `cooper --help`: the pipeline from data to report.
@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:
         keep_freed_memory()  # before any tensor exists: steps reuse memory, not fault it in
+        bound_onednn_caches()  # before the first oneDNN product reads their capacity
         fixed_math_threads()  # before oneMKL starts: the same numbers on a busy machine
         return int(args.func(args) or 0)
     except UserError as e:

@@ -37,7 +37,7 @@ from typing import Any
 from cooper.config.experiment import ExperimentConfig
 from cooper.config.train import Payer, Stage2
 from cooper.errors import UserError
-from cooper.infra.allocator import keep_freed_memory
+from cooper.infra.allocator import bound_onednn_caches, keep_freed_memory
 from cooper.report.experiment_layout import seed_dir
 
 log = logging.getLogger(__name__)
@@ -175,6 +175,7 @@ def _init_worker(threads: int, level: int, parent: int) -> None:
         os.environ[var] = str(threads)
     logging.basicConfig(level=level, format=LOG_FORMAT.format(key=""), datefmt="%H:%M:%S")
     keep_freed_memory()  # as the `cooper` command does at start (cooper.infra.allocator)
+    bound_onednn_caches()
     import torch
 
     torch.set_num_threads(threads)

@@ -38,6 +38,7 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 
 from cooper.errors import UserError
+from cooper.infra.allocator import bound_onednn_caches
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +170,7 @@ def apply(model: nn.Module) -> int:
     if not wanted() or not any(p.dtype == torch.float32 and p.device.type == "cpu"
                                for p in model.parameters()):
         return 0
+    bound_onednn_caches()  # for a library user; the `cooper` command did it at start
     changed = 0
     for module in model.modules():
         if type(module) is nn.Linear:

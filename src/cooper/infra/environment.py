@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from cooper import __version__
+from cooper.infra.allocator import ONEDNN_CACHES
 
 PACKAGES = ("cooper-rl", "torch", "transformers", "trl", "accelerate", "math-verify")
 """The packages whose versions decide results; a caller adds others it uses (e.g. vllm)."""
@@ -70,8 +71,9 @@ def package_versions(packages: Sequence[str] = PACKAGES) -> dict[str, str | None
 def environment(packages: Sequence[str] = PACKAGES, *, hardware: bool = True) -> dict[str, Any]:
     """Date, platform, Python and package versions; with ``hardware`` also the CPU, the torch
     threads, the library that float32 products of CPU linear layers go to in this process
-    (:mod:`cooper.infra.cpu_linear`; bfloat16 and GPU products never do) and the CUDA device
-    (this imports torch, so callers that never load a model may leave it out)."""
+    (:mod:`cooper.infra.cpu_linear`; bfloat16 and GPU products never do), the capacities of
+    oneDNN's primitive caches where set (:func:`cooper.infra.allocator.bound_onednn_caches`) and
+    the CUDA device (this imports torch, so callers that never load a model may leave it out)."""
     env: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "platform": platform.platform(),
@@ -85,6 +87,7 @@ def environment(packages: Sequence[str] = PACKAGES, *, hardware: bool = True) ->
         env.update(cpu=_cpu_model(), cpu_count=os.cpu_count(),
                    torch_threads=torch.get_num_threads(), cpu_bfloat16=cpu_bfloat16(),
                    float32_matmul="onednn" if cpu_linear.wanted() else "blas",
+                   onednn_caches={name: os.environ.get(name) for name in ONEDNN_CACHES},
                    cuda=torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)
     env["versions"] = package_versions(packages)
     return env
