@@ -102,6 +102,18 @@ def test_a_misspelt_setting_is_a_clear_error_not_a_silent_choice():
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize("name,value", [("LRU_CACHE_CAPACITY", "0"),
+                                        ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "lots"),
+                                        ("LRU_CACHE_CAPACITY", "-5")])
+def test_a_cache_setting_that_is_not_a_count_is_a_clear_error(name, value):
+    from conftest import run_cli
+
+    proc = run_cli("models", "list", check=False, env=cli_env(**{name: value}))
+    assert proc.returncode == 2
+    assert f"{name}={value!r}" in proc.stderr and "whole number" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
 # Products of 400 distinct shapes through oneDNN (the forward of an embedded-model layer at 400
 # batch lengths, as RL's batches give), then the memory still resident once malloc has handed
 # back what is free: what oneDNN's caches hold

@@ -99,9 +99,14 @@ def bound_onednn_caches() -> dict[str, str]:
     """Bound oneDNN's two primitive caches (module docstring); returns their settings.
 
     Takes effect only before the process's first oneDNN product (each cache reads its capacity
-    once); a value the user set is kept."""
-    for name in ONEDNN_CACHES:
-        os.environ.setdefault(name, str(ONEDNN_CACHE_CAPACITY))
+    once); a value the user set is kept, and one that is not a whole number of entries is a
+    :class:`~cooper.errors.UserError` (ideep's cache at 0 crashes PyTorch 2.13; oneDNN's at 0 is
+    off, as its documentation says)."""
+    for name, least in zip(ONEDNN_CACHES, (0, 1), strict=True):
+        value = os.environ.setdefault(name, str(ONEDNN_CACHE_CAPACITY))
+        if not (value.strip().isdigit() and int(value) >= least):
+            raise UserError(f"{name}={value!r}: set a whole number of entries, at least {least}, "
+                            f"or unset it for cooper-rl's {ONEDNN_CACHE_CAPACITY}")
     return {name: os.environ[name] for name in ONEDNN_CACHES}
 
 
