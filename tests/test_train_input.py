@@ -32,17 +32,36 @@ def one_step(arith, out) -> list[str]:
 
 # ------------------------------------------------------------------ a finished run's folder
 
-@pytest.mark.parametrize("resume", [False, True])
-def test_a_finished_run_without_checkpoints_is_refused_and_kept(arith, tmp_path, resume):
+def test_a_finished_run_without_checkpoints_is_refused_and_kept(arith, tmp_path):
     out = tmp_path / "run"
     run_cli(*one_step(arith, out))  # save_steps=0: policy/ and metrics, no checkpoint
     before = (out / "metrics.jsonl").read_text()
     assert [r["step"] for r in metrics(out)] == [1]
-    proc = run_cli(*one_step(arith, out), *(["--resume"] if resume else []), check=False)
+    proc = run_cli(*one_step(arith, out), check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "holds a finished run (1 training step logged" in proc.stderr
     assert "choose another output_dir, or delete the folder" in proc.stderr
     assert (out / "metrics.jsonl").read_text() == before
+
+
+def test_resuming_a_finished_run_leaves_it_as_it_is_and_more_steps_train_on(arith, tmp_path):
+    # --resume used to load the finished run, train no step and save its policy again; now it
+    # has nothing to do and touches nothing
+    out = tmp_path / "run"
+    args = tiny_args(arith, out, "rule", "validation.enabled=false", "report_to=none",
+                     "save_steps=2")
+    run_cli(*args, "max_steps=3")
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-3"]
+    before = (out / "metrics.jsonl").read_text()
+    policy = {p.name: p.stat().st_mtime_ns for p in (out / "policy").iterdir()}
+    proc = run_cli(*args, "max_steps=3", "--resume")
+    assert "nothing to resume" in proc.stdout and "finished its 3 steps" in proc.stdout
+    assert (out / "metrics.jsonl").read_text() == before
+    assert {p.name: p.stat().st_mtime_ns for p in (out / "policy").iterdir()} == policy
+    # asked for more steps, it trains on from its last checkpoint (the final step's)
+    proc = run_cli(*args, "max_steps=4", "--resume")
+    assert "trained 4 steps" in proc.stdout
+    assert [r["step"] for r in metrics(out)] == [1, 2, 3, 4]
 
 
 def test_a_run_stopped_before_its_end_starts_again(arith, tmp_path):

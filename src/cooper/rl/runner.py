@@ -45,6 +45,7 @@ class TrainResult:
     steps: int
     seconds: float
     resumed_from: Path | None
+    already_finished: bool = False  # --resume found the run finished: nothing was trained
 
 
 def build_dataset(cfg: TrainConfig, tokenizer) -> Any:
@@ -85,7 +86,8 @@ def load_reward_model(cfg: TrainConfig, device=None) -> tuple[RewardModel | None
 def run(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
     """Train the policy (and, in cooper mode, the reward model) as configured. A folder that
     holds an earlier run is refused unless ``resume`` continues it from a checkpoint; a run
-    stopped before its end, with no checkpoint, starts again from step 0."""
+    stopped before its end, with no checkpoint, starts again from step 0; a finished run that
+    ``resume`` is asked to continue with no more steps than it ran is left as it is."""
 
     # Without a GPU, processes started by `accelerate launch --multi_gpu` (torchrun) must be told
     # to use the CPU, or accelerate sees one process each instead of a gloo process group.
@@ -97,6 +99,11 @@ def run(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
         raise UserError(f"{out} holds checkpoints of an earlier run: pass --resume to continue "
                         "it, or choose another output_dir")
     steps = finished_steps(out)
+    if resume and steps >= cfg.max_steps:
+        # finished: resuming would load it to train no step (or, from a checkpoint older than
+        # its end, its last steps again) and save its policy anew; raising max_steps trains on
+        log.info("%s finished its %d steps: nothing to resume", out, steps)
+        return TrainResult(out, steps, 0.0, None, already_finished=True)
     if not done and steps:  # nothing to resume from, and starting over would empty its metrics
         raise UserError(f"{out} holds a finished run ({steps} training step{'s' * (steps != 1)} "
                         "logged, its policy saved) and no checkpoint to resume from: choose "
