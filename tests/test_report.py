@@ -319,6 +319,25 @@ def test_report_of_an_unfinished_experiment_says_so(tmp_path):
     assert "interval" not in result and "- Hacked: fixed RM." in result
 
 
+def test_a_curve_no_run_logged_is_left_out_not_drawn_empty(tmp_path):
+    folder = synthetic_experiment(tmp_path / "exp", seeds=(0,), arms=("rule", "rm"))
+    first = build_report(folder)  # every curve logged: every figure
+    assert {p.name for p in first.plots} == PLOTS
+    dropped = ("rm/group_auroc", "val/rm_probe_accuracy", "val/rm_probe_auroc")
+    for metrics in folder.glob("seed-0/arms/*/metrics.jsonl"):
+        rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+        metrics.write_text("".join(json.dumps({k: v for k, v in r.items() if k not in dropped})
+                                   + "\n" for r in rows))
+    paths = build_report(folder)
+    gone = {"rm_group_auroc.png", "rm_probe.png", "rm_probe_auroc.png"}
+    assert {p.name for p in paths.plots} == PLOTS - gone
+    md = paths.markdown.read_text()
+    assert not any(f"]({name})" in md for name in gone)
+    # the earlier report's figures of them are removed, not left beside the new report
+    assert not any((paths.markdown.parent / name).exists() for name in gone)
+    assert "](heldout_accuracy.png)" in md
+
+
 def test_first_round_folder_still_reports(tmp_path):
     """One seed at the folder's top, arms as a string of modes, no seeds setting."""
     folder = tmp_path / "old"

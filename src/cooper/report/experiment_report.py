@@ -278,7 +278,7 @@ def build_report(folder: str | Path, out: str | Path | None = None) -> ReportPat
         ("table", figures_table(arms)),
         *rm_check_blocks([c for a in arms for _, f in seeds
                           if (c := read_record(arm_dir(f, a.name) / RM_CHECK_FILE))]),
-        ("h2", "Curves"), ("p", BAND),
+        ("h2", "Curves"), ("p", BAND if plots else "No curve yet: no run has logged a step."),
         *[("figure", p, CAPTIONS.get(p.name, "")) for p in plots],
         ("h2", "Arms"), ("table", arms_table(settings)),
         ("h2", "Configuration"), ("p", f"Full settings: {SETTINGS_NAME}."),

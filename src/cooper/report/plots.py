@@ -39,7 +39,9 @@ def arm_colors(names: list[str]) -> dict[str, str]:
 
 
 def _plot(arms: list[Arm], key_of, title: str, ylabel: str, path: Path, *,
-          dashed_key=None, smooth: bool = True, ylim=None, hline=None) -> Path:
+          dashed_key=None, smooth: bool = True, ylim=None, hline=None) -> Path | None:
+    """The figure of ``key_of(arm)`` by step for every arm, or None (and no file) where no run
+    logged it: an empty frame says nothing (e.g. the reward model's curves of a run with none)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -69,18 +71,19 @@ def _plot(arms: list[Arm], key_of, title: str, ylabel: str, path: Path, *,
             steps, mean, _, _ = band(arm.runs, dashed_key, smooth=True)
             if steps:
                 ax.plot(steps, mean, color=color, linestyle="--", linewidth=1.2)
+    if not drawn:
+        plt.close(fig)
+        path.unlink(missing_ok=True)  # an earlier report's figure of it is no longer true
+        return None
     if hline is not None:
         ax.axhline(hline, color="grey", linewidth=0.8)
-    if not drawn:
-        ax.text(0.5, 0.5, "no data yet", ha="center", va="center", transform=ax.transAxes)
     ax.set_title(title)
     ax.set_xlabel("step")
     ax.set_ylabel(ylabel)
     if ylim:
         ax.set_ylim(*ylim)
     ax.grid(alpha=0.3)
-    if drawn:
-        ax.legend(loc="best", fontsize=9)
+    ax.legend(loc="best", fontsize=9)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -98,10 +101,10 @@ def last_policies(arms: list[Arm]) -> list[Arm]:
 
 def make_plots(arms: list[Arm], folder: Path) -> list[Path]:
     """The report's PNGs, written into ``folder``; returns their paths in report order (the
-    last policies' plot only where the experiment scored them)."""
+    last policies' plot only where the experiment scored them; a figure no run logged, none)."""
     last = last_policies(arms)
     scored = any(r.rows for a in last for r in a.runs)
-    return [*([_plot(last, lambda a: "test/accuracy",
+    plots = [*([_plot(last, lambda a: "test/accuracy",
                      "Test accuracy of the last policies (the headline is their mean)",
                      "accuracy", folder / "last_policies.png", smooth=False)] if scored else []),
         _plot(arms, lambda a: "val/accuracy", "Held-out accuracy (verifier)", "accuracy",
@@ -127,6 +130,7 @@ def make_plots(arms: list[Arm], folder: Path) -> list[Path]:
         *(gold_plots(arms, folder) if judged_by_gold(arms) else []),
         *(judge_plots(arms, folder) if asked_a_judge(arms) else []),
     ]
+    return [p for p in plots if p is not None]
 
 
 def judged_by_gold(arms: list[Arm]) -> bool:
@@ -134,7 +138,7 @@ def judged_by_gold(arms: list[Arm]) -> bool:
     return any(r.series("gold/accuracy")[1] for a in arms for r in a.runs)
 
 
-def gold_plots(arms: list[Arm], folder: Path) -> list[Path]:
+def gold_plots(arms: list[Arm], folder: Path) -> list[Path | None]:
     """What the rule misses and whether each arm's reward model sees it (``gold/*``)."""
     return [
         _plot(arms, lambda a: "val/rule_accuracy", "Held-out accuracy by the rule (the gold "
@@ -169,7 +173,7 @@ def asked_a_judge(arms: list[Arm]) -> bool:
     return logged(arms, "judge/asked")
 
 
-def judge_plots(arms: list[Arm], folder: Path) -> list[Path]:
+def judge_plots(arms: list[Arm], folder: Path) -> list[Path | None]:
     """The judge's cost by step (``judge/asked_share``), and each arm's accuracy against it."""
     asking = [a for a in arms if any(r.series("judge/asked")[1] for r in a.runs)]
     return [_plot(asking, lambda a: "judge/asked_share",
