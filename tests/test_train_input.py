@@ -56,6 +56,11 @@ def test_resuming_a_finished_run_leaves_it_as_it_is_and_more_steps_train_on(arit
     policy = {p.name: p.stat().st_mtime_ns for p in (out / "policy").iterdir()}
     proc = run_cli(*args, "max_steps=3", "--resume")
     assert "nothing to resume" in proc.stdout and "finished its 3 steps" in proc.stdout
+    from cooper.rl.runner import run
+
+    # what an experiment records for such an arm: its steps and the seconds it trained
+    result = run(load_config("demo_cpu", [*args[3:], "max_steps=3"]), resume=True)
+    assert result.already_finished and result.steps == 3 and result.seconds > 0
     assert (out / "metrics.jsonl").read_text() == before
     assert {p.name: p.stat().st_mtime_ns for p in (out / "policy").iterdir()} == policy
     # asked for more steps, it trains on from its last checkpoint (the final step's)

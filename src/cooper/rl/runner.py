@@ -103,7 +103,7 @@ def run(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
         # finished: resuming would load it to train no step (or, from a checkpoint older than
         # its end, its last steps again) and save its policy anew; raising max_steps trains on
         log.info("%s finished its %d steps: nothing to resume", out, steps)
-        return TrainResult(out, steps, 0.0, None, already_finished=True)
+        return TrainResult(out, steps, _runtime(out), None, already_finished=True)
     if not done and steps:  # nothing to resume from, and starting over would empty its metrics
         raise UserError(f"{out} holds a finished run ({steps} training step{'s' * (steps != 1)} "
                         "logged, its policy saved) and no checkpoint to resume from: choose "
@@ -161,6 +161,14 @@ def finished_steps(out: Path) -> int:
         if isinstance(row, dict) and isinstance(row.get("step"), int) and row["step"] >= 1:
             steps.add(row["step"])
     return len(steps)
+
+
+def _runtime(out: Path) -> float:
+    """The seconds a finished run trained (TRL's ``train_summary.json``), 0 where not saved."""
+    try:
+        return float(json.loads((out / "train_summary.json").read_text())["train_runtime"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0.0
 
 
 def _trim_metrics(path: Path, keep_up_to_step: int) -> None:
