@@ -115,10 +115,17 @@ def test_experiment_runs_every_arm_resumes_and_reports(tmp_path):
     assert len(set(configs)) == 1
 
     report = out / "report"
-    plots = ("last_policies", "heldout_accuracy", "training_reward", "hacking_gap",
-             "hacking_top_wrong", "rm_group_auroc", "rm_probe", "rm_probe_auroc")
+    # a curve is drawn where some run logged it, and left out (no file) where none did
+    logged = {k for f in out.glob("seed-*/arms/*/metrics.jsonl") for r in records(f) for k in r}
+    curves = {"heldout_accuracy": "val/accuracy", "training_reward": "reward/rule_mean",
+              "hacking_gap": "hacking/gap", "hacking_top_wrong": "hacking/top_wrong",
+              "rm_group_auroc": "rm/group_auroc", "rm_probe": "val/rm_probe_accuracy",
+              "rm_probe_auroc": "val/rm_probe_auroc"}
+    plots = ("last_policies", *[name for name, key in curves.items() if key in logged])
+    assert {"heldout_accuracy", "training_reward", "hacking_gap", "rm_probe"} <= set(plots)
     for name in plots:
         assert (report / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not any((report / f"{name}.png").exists() for name in set(curves) - set(plots))
     html = (report / "report.html").read_text()
     assert html.count("data:image/png;base64,") == len(plots) and "Cooper (rollout negatives)" in html
     md = (report / "report.md").read_text()
@@ -180,8 +187,9 @@ def test_interrupted_arm_continues_from_its_checkpoint(tmp_path):
             "--no-report"]
     run_cli(*args)
     folder = out / "seed-0" / "arms" / "rm"
-    # as if stopped after step 1: the last checkpoint and the markers are gone
+    # as if stopped after step 1: the last checkpoint, the final policy and the markers are gone
     shutil.rmtree(folder / "checkpoint-2")
+    shutil.rmtree(folder / "policy")
     for name in ("arm.json", "trained.json", "final_eval.json"):
         (folder / name).unlink()
     proc = run_cli(*args)
