@@ -42,11 +42,17 @@ def test_a_finished_run_without_checkpoints_is_refused_and_kept(arith, tmp_path)
     assert "holds a finished run (1 training step logged" in proc.stderr
     assert "choose another output_dir, or delete the folder" in proc.stderr
     assert (out / "metrics.jsonl").read_text() == before
+    # --resume: finished, nothing to resume (exit 0, so a rerun-until-it-succeeds script ends)
+    proc = run_cli(*one_step(arith, out), "--resume")
+    assert "nothing to resume" in proc.stdout and "finished its 1 step (its policy" in proc.stdout
+    assert (out / "metrics.jsonl").read_text() == before
 
 
 def test_resuming_a_finished_run_leaves_it_as_it_is_and_more_steps_train_on(arith, tmp_path):
     # --resume used to load the finished run, train no step and save its policy again; now it
     # has nothing to do and touches nothing
+    from cooper.rl.runner import run
+
     out = tmp_path / "run"
     args = tiny_args(arith, out, "rule", "validation.enabled=false", "report_to=none",
                      "save_steps=2")
@@ -56,8 +62,6 @@ def test_resuming_a_finished_run_leaves_it_as_it_is_and_more_steps_train_on(arit
     policy = {p.name: p.stat().st_mtime_ns for p in (out / "policy").iterdir()}
     proc = run_cli(*args, "max_steps=3", "--resume")
     assert "nothing to resume" in proc.stdout and "finished its 3 steps" in proc.stdout
-    from cooper.rl.runner import run
-
     # what an experiment records for such an arm: its steps and the seconds it trained
     result = run(load_config("demo_cpu", [*args[3:], "max_steps=3"]), resume=True)
     assert result.already_finished and result.steps == 3 and result.seconds > 0

@@ -66,8 +66,9 @@ def _train(args: argparse.Namespace) -> int:
     # it, or in the other order, a finished process can abort or hang at exit)
     leave_process_group()
     if result.already_finished:
-        print(f"nothing to resume: {result.output_dir} finished its {result.steps} steps (its "
-              "policy is in policy/); raise max_steps to train on from its last checkpoint")
+        steps = f"{result.steps} step{'s' * (result.steps != 1)}"
+        print(f"nothing to resume: {result.output_dir} finished its {steps} (its policy is in "
+              "policy/); raise max_steps to train on from its last checkpoint")
         return 0
     print(f"trained {result.steps} steps in {result.seconds:.0f} s; run folder: {result.output_dir}")
     return 0
