@@ -45,6 +45,7 @@ def test_a_finished_run_without_checkpoints_is_refused_and_kept(arith, tmp_path)
     # --resume: finished, nothing to resume (exit 0, so a rerun-until-it-succeeds script ends)
     proc = run_cli(*one_step(arith, out), "--resume")
     assert "nothing to resume" in proc.stdout and "finished its 1 step (its policy" in proc.stdout
+    assert "it kept no checkpoint (save_steps=0)" in proc.stdout  # raising max_steps would not do
     assert (out / "metrics.jsonl").read_text() == before
 
 
@@ -62,6 +63,7 @@ def test_resuming_a_finished_run_leaves_it_as_it_is_and_more_steps_train_on(arit
     policy = {p.name: p.stat().st_mtime_ns for p in (out / "policy").iterdir()}
     proc = run_cli(*args, "max_steps=3", "--resume")
     assert "nothing to resume" in proc.stdout and "finished its 3 steps" in proc.stdout
+    assert "raise max_steps to train on from its last checkpoint" in proc.stdout
     # what an experiment records for such an arm: its steps and the seconds it trained
     result = run(load_config("demo_cpu", [*args[3:], "max_steps=3"]), resume=True)
     assert result.already_finished and result.steps == 3 and result.seconds > 0
@@ -78,7 +80,7 @@ def test_a_run_stopped_before_its_end_starts_again(arith, tmp_path):
     run_cli(*one_step(arith, out))
     shutil.rmtree(out / "policy")  # as a kill before the end leaves it: metrics, no policy
     proc = run_cli(*one_step(arith, out))
-    assert "trained 1 steps" in proc.stdout
+    assert "trained 1 step in" in proc.stdout
     assert [r["step"] for r in metrics(out)] == [1]  # started over, not appended
     assert (out / "policy").is_dir()
 

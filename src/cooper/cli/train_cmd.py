@@ -65,10 +65,15 @@ def _train(args: argparse.Namespace) -> int:
     # the trainer is out of reach now: under accelerate launch, end the process group (without
     # it, or in the other order, a finished process can abort or hang at exit)
     leave_process_group()
+    steps = f"{result.steps} step{'s' * (result.steps != 1)}"
     if result.already_finished:
-        steps = f"{result.steps} step{'s' * (result.steps != 1)}"
+        from cooper.rl.checkpoints import complete_checkpoints
+
+        on = ("raise max_steps to train on from its last checkpoint"
+              if complete_checkpoints(result.output_dir) else
+              "it kept no checkpoint (save_steps=0), so training on needs another output_dir")
         print(f"nothing to resume: {result.output_dir} finished its {steps} (its policy is in "
-              "policy/); raise max_steps to train on from its last checkpoint")
+              f"policy/); {on}")
         return 0
-    print(f"trained {result.steps} steps in {result.seconds:.0f} s; run folder: {result.output_dir}")
+    print(f"trained {steps} in {result.seconds:.0f} s; run folder: {result.output_dir}")
     return 0

@@ -102,7 +102,7 @@ def run(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
     if resume and steps >= cfg.max_steps:
         # finished: resuming would load it to train no step (or, from a checkpoint older than
         # its end, its last steps again) and save its policy anew; raising max_steps trains on
-        log.info("%s finished its %d steps: nothing to resume", out, steps)
+        log.debug("%s is finished: nothing to resume", out)  # the command says so
         return TrainResult(out, steps, _runtime(out), None, already_finished=True)
     if not done and steps:  # nothing to resume from, and starting over would empty its metrics
         raise UserError(f"{out} holds a finished run ({steps} training step{'s' * (steps != 1)} "
