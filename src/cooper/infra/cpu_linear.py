@@ -30,7 +30,6 @@ import functools
 import logging
 import os
 import platform
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -39,6 +38,7 @@ from torch.autograd.function import once_differentiable
 
 from cooper.errors import UserError
 from cooper.infra.allocator import bound_onednn_caches
+from cooper.infra.environment import cpuinfo
 
 log = logging.getLogger(__name__)
 
@@ -48,13 +48,7 @@ CHOICES = ("auto", "onednn", "blas")
 
 def _cpu_vendor() -> str:
     """The x86 vendor string ("GenuineIntel", "AuthenticAMD", ...), or "" where unknown."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("vendor_id"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
+    return cpuinfo("vendor_id")
 
 
 def _operator_available() -> bool:

@@ -25,14 +25,20 @@ PACKAGES = ("cooper-rl", "torch", "transformers", "trl", "accelerate", "math-ver
 """The packages whose versions decide results; a caller adds others it uses (e.g. vllm)."""
 
 
-def _cpu_model() -> str:
+def cpuinfo(field: str) -> str:
+    """The first value of FIELD in /proc/cpuinfo ("vendor_id", "model name", ...), or "" where
+    there is no such file (not Linux) or field."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
+            if line.split(":", 1)[0].strip() == field:
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or "unknown"
+    return ""
+
+
+def _cpu_model() -> str:
+    return cpuinfo("model name") or platform.processor() or "unknown"
 
 
 def cpu_bfloat16() -> bool:
