@@ -38,7 +38,7 @@ from torch.autograd.function import once_differentiable
 
 from cooper.errors import UserError
 from cooper.infra.allocator import bound_onednn_caches
-from cooper.infra.environment import cpuinfo
+from cooper.infra.cpuinfo import cpuinfo
 
 log = logging.getLogger(__name__)
 

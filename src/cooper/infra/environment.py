@@ -15,26 +15,14 @@ import sys
 import time
 from collections.abc import Sequence
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 from cooper import __version__
 from cooper.infra.allocator import ONEDNN_CACHES
+from cooper.infra.cpuinfo import cpuinfo
 
 PACKAGES = ("cooper-rl", "torch", "transformers", "trl", "accelerate", "math-verify")
 """The packages whose versions decide results; a caller adds others it uses (e.g. vllm)."""
-
-
-def cpuinfo(field: str) -> str:
-    """The first value of FIELD in /proc/cpuinfo ("vendor_id", "model name", ...), or "" where
-    there is no such file (not Linux) or field."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.split(":", 1)[0].strip() == field:
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
 
 
 def _cpu_model() -> str:
