@@ -49,18 +49,17 @@ def test_cpuinfo_reads_a_field_by_its_whole_name(tmp_path, monkeypatch):
     from cooper.infra import cpuinfo as cpuinfo_module
     from cooper.infra import environment as env_module
 
-    text = "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\n" \
-           "model\t\t: 1\n"
-    real = cpuinfo_module.Path
-
-    class FakePath(type(real())):
-        def read_text(self, *a, **k):
-            return text if str(self) == "/proc/cpuinfo" else super().read_text(*a, **k)
-
-    monkeypatch.setattr(cpuinfo_module, "Path", FakePath)
+    fake = tmp_path / "cpuinfo"
+    fake.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\n"
+                    "model\t\t: 1\n")
+    monkeypatch.setattr(cpuinfo_module, "CPUINFO", fake)
     assert cpuinfo_module.cpuinfo("vendor_id") == "AuthenticAMD"
     # "model" is a prefix of "model name": each must read its own line
     assert cpuinfo_module.cpuinfo("model name") == "AMD EPYC 7B13"
     assert cpuinfo_module.cpuinfo("model") == "1"
     assert cpuinfo_module.cpuinfo("flags") == ""
     assert env_module._cpu_model() == "AMD EPYC 7B13"
+    # no such file (not Linux): nothing, and the model falls back on the platform module's
+    monkeypatch.setattr(cpuinfo_module, "CPUINFO", tmp_path / "absent")
+    assert cpuinfo_module.cpuinfo("vendor_id") == ""
+    assert env_module._cpu_model()

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+CPUINFO = Path("/proc/cpuinfo")
+
 
 def cpuinfo(field: str) -> str:
-    """The first value of FIELD in /proc/cpuinfo ("vendor_id", "model name", ...), or "" where
+    """The first value of FIELD in :data:`CPUINFO` ("vendor_id", "model name", ...), or "" where
     there is no such file (not Linux) or field."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
+        for line in CPUINFO.read_text().splitlines():
             if line.split(":", 1)[0].strip() == field:
                 return line.split(":", 1)[1].strip()
     except OSError:
