@@ -59,6 +59,10 @@ def test_cpuinfo_reads_a_field_by_its_whole_name(tmp_path, monkeypatch):
     assert cpuinfo_module.cpuinfo("model") == "1"
     assert cpuinfo_module.cpuinfo("flags") == ""
     assert env_module._cpu_model() == "AMD EPYC 7B13"
+    # a line without a colon is no field; bytes that are not UTF-8 do not stop the reading
+    fake.write_bytes(b"vendor_id\nmodel name\t: Caf\xe9 CPU\nvendor_id\t: AuthenticAMD\n")
+    assert cpuinfo_module.cpuinfo("vendor_id") == "AuthenticAMD"
+    assert cpuinfo_module.cpuinfo("model name") == "Caf\ufffd CPU"
     # no such file (not Linux): nothing, and the model falls back on the platform module's
     monkeypatch.setattr(cpuinfo_module, "CPUINFO", tmp_path / "absent")
     assert cpuinfo_module.cpuinfo("vendor_id") == ""

@@ -12,11 +12,14 @@ CPUINFO = Path("/proc/cpuinfo")
 
 def cpuinfo(field: str) -> str:
     """The first value of FIELD in :data:`CPUINFO` ("vendor_id", "model name", ...), or "" where
-    there is no such file (not Linux) or field."""
+    there is no such file (not Linux) or field. A line without a colon is no field, and bytes
+    that are not UTF-8 are replaced: a CPU's identity is a label, never worth a crash."""
     try:
-        for line in CPUINFO.read_text().splitlines():
-            if line.split(":", 1)[0].strip() == field:
-                return line.split(":", 1)[1].strip()
+        text = CPUINFO.read_text(encoding="utf-8", errors="replace")
     except OSError:
-        pass
+        return ""
+    for line in text.splitlines():
+        name, colon, value = line.partition(":")
+        if colon and name.strip() == field:
+            return value.strip()
     return ""
