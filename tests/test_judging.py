@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 from functools import partial
 
 import pytest
@@ -17,7 +18,10 @@ from cooper.labelling.judge import GoldJudge, JudgeItem, JudgeVerdict, judge_fro
 from cooper.rl.judging import (
     RolloutJudge,
     answer_key,
+    audit_order,
+    drop_in_judge,
     judged_pool,
+    rollout_judge,
     stage2_candidates,
 )
 from cooper.types import Rollout
@@ -90,6 +94,7 @@ def test_the_judges_settings_are_checked():
         (["judge.backend=endpoint", "judge.error_rate=0.1", "judge.base_url=http://x/v1",
           "judge.model=m"], "flips the gold judge"),
         (["judge.budget=0"], "judge.budget"),
+        (["judge.audit=1.5"], "judge.audit"),
         (["judge.backend=endpoint"], "judge.base_url"),
         (["judge.backend=local"], "judge.model"),
         (["judge.mode=choice"], "judge.backend=local"),
@@ -223,6 +228,59 @@ def test_the_judged_pool_labels_what_was_judged_and_leaves_out_the_rest():
     noisy = RolloutJudge(GoldJudge(error_rate=0.5, seed=1))
     _, r, agreement = judged_pool(noisy, rollouts, budget=1.0, threshold=0.5, gold=True)
     assert r.asked == 4 and agreement is not None and agreement < 1.0
+
+
+def test_an_audit_draws_part_of_the_calls_from_beyond_the_highest_paid():
+    keys = [("p", str(i)) for i in range(10)] + [("p", "0")]  # highest-paid first; "0" twice
+    # no audit: the order as given, nothing drawn
+    order, drawn = audit_order(keys, set(), 3, 0.0, random.Random(0))
+    assert order == [0, 10, *range(1, 10)] and drawn == []
+    # a third of 3 calls: the two highest-paid new answers, then one drawn from the others;
+    # an answer decided before is free and skipped
+    seen: set[str] = set()
+    for seed in range(200):
+        order, drawn = audit_order(keys, {("p", "1")}, 3, 0.33, random.Random(seed))
+        assert [keys[j] for j in order[:3]] == [("p", "0"), ("p", "0"), ("p", "2")]
+        assert len(drawn) == 1 and drawn[0] not in {("p", "0"), ("p", "1"), ("p", "2")}
+        assert keys[order[3]] == drawn[0] and sorted(order) == list(range(11))
+        seen.add(drawn[0][1])
+        assert audit_order(keys, {("p", "1")}, 3, 0.33, random.Random(seed))[1] == drawn
+    assert seen == {str(i) for i in range(3, 10)}  # every answer beyond the top can be drawn
+    # halves round up; all new answers within the limit: all asked, none drawn
+    assert len(audit_order(keys, set(), 3, 0.5, random.Random(0))[1]) == 2
+    assert audit_order(keys[:3], set(), 3, 1.0, random.Random(0)) == ([0, 1, 2], [])
+
+
+def test_the_judged_pool_asks_the_audits_draw_and_counts_it():
+    rollouts = [roll("a", str(n), "55", score=1 - n / 100) for n in range(50, 60)]
+    judge = CountingJudge()
+    # 10 disagreements (threshold 0) at 20%: 2 calls, the highest-paid ("50"), one drawn
+    _, r, _ = judged_pool(RolloutJudge(judge, audit=0.5, seed=3), rollouts, budget=0.2,
+                          threshold=0.0, step=7)
+    asked = [item.solution for item in judge.asked]
+    assert len(asked) == 2 and asked[0] == rollouts[0].completion
+    assert (r.asked, r.audited, r.audited_yes) == (2, 1, asked[1] == rollouts[5].completion)
+    # the draw is the seed's and the step's: the same again, another step another (in 10 tries)
+    again = CountingJudge()
+    judged_pool(RolloutJudge(again, audit=0.5, seed=3), rollouts, budget=0.2, threshold=0.0,
+                step=7)
+    assert [item.solution for item in again.asked] == asked
+    others = set()
+    for step in range(10):
+        other = CountingJudge()
+        judged_pool(RolloutJudge(other, audit=0.5, seed=3), rollouts, budget=0.2, threshold=0.0,
+                    step=step)
+        others.add(other.asked[1].solution)
+    assert len(others) > 1
+    # the setting reaches the judge of a `cooper train` run and of the drop-in
+    cfg = load_config(None, ["reward.mode=hybrid_cooper", "reward.model=m",
+                             "rm_update.labels=judge", "judge.backend=gold", "judge.audit=0.33",
+                             "seed=5"]).validate()
+    assert (rollout_judge(cfg).audit, rollout_judge(cfg).seed) == (0.33, 5)
+    asked_judge, _, _ = drop_in_judge(cfg.judge, labels="judge", judge_rejected=False,
+                                      mode="hybrid_cooper", updates=True, budget=0.1,
+                                      threshold=0.5, seed=5)
+    assert asked_judge is not None and asked_judge.audit == 0.33
 
 
 # ------------------------------------------------------------------ in a step

@@ -355,6 +355,8 @@ class JudgeConfig:
     """rm_update.labels=judge: new judge calls a step, at most this share of the step's rollouts (answers judged before are free); reward.judge_rejected asks about every rejection"""
     threshold: float = 0.5
     """rm_update.labels=judge: a rule-rejected rollout the reward model pays at least this much is a disagreement, judged first"""
+    audit: float = 0.0
+    """rm_update.labels=judge: the share of a step's new judge calls (rounded, halves up) drawn at random, seeded by the run's seed and the step, from the candidates the highest-paid-first order would not reach; 0 asks the highest-paid first only"""
 
     def check(self) -> JudgeConfig:
         choice("judge.backend", self.backend, JUDGE_BACKENDS)
@@ -373,6 +375,9 @@ class JudgeConfig:
         if not 0.0 <= self.threshold <= 1.0:
             raise ConfigError(f"judge.threshold is a reward-model probability in [0, 1], got "
                               f"{self.threshold}")
+        if not 0.0 <= self.audit <= 1.0:
+            raise ConfigError(f"judge.audit is a share of a step's judge calls in [0, 1], got "
+                              f"{self.audit}")
         if self.backend == "endpoint" and not (self.base_url and self.model):
             raise ConfigError("judge.backend=endpoint needs judge.base_url=URL and "
                               "judge.model=NAME")

@@ -7,7 +7,8 @@ Two uses in a run, each a setting (``docs/training.md``, "Labels beyond the rule
   judge, and a "yes" pays 1;
 - ``rm_update.labels=judge``: Cooper's update takes labels from the judge where the rule's "no" says
   nothing (it could not read the answer or the reference) or the reward model disagrees with it,
-  at most ``judge.budget`` of the step's rollouts (:func:`stage2_candidates` orders them).
+  at most ``judge.budget`` of the step's rollouts (:func:`stage2_candidates` orders them; with
+  ``judge.audit``, :func:`audit_order` draws part of them at random instead).
 
 The judge is any :class:`cooper.labelling.judge.Judge`: an LLM behind an endpoint, a local
 model, or the testbeds' gold judge. :class:`RolloutJudge` keeps what it was told, keyed by the
@@ -23,8 +24,9 @@ from __future__ import annotations
 
 import logging
 import math
+import random
 import time
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +66,8 @@ class JudgeRound:
     yes: int  # calls answered "right"
     no: int  # calls answered "wrong"
     seconds: float
+    audited: int = 0  # of the calls, drawn at random (``judge.audit``, :func:`audit_order`)
+    audited_yes: int = 0  # of those, answered "right"
 
 
 def judge_metrics(r: JudgeRound) -> dict[str, float]:
@@ -73,15 +77,19 @@ def judge_metrics(r: JudgeRound) -> dict[str, float]:
             "judge/asked_share": r.asked / r.rollouts if r.rollouts else 0.0,
             "judge/cached": r.cached, "judge/unlabelled": r.unlabelled,
             "judge/failed": r.failed, "judge/yes": r.yes, "judge/no": r.no,
+            "judge/audited": r.audited, "judge/audited_yes": r.audited_yes,
             "perf/judge": r.seconds}
 
 
 class RolloutJudge:
     """A :class:`~cooper.labelling.judge.Judge` asked about rollouts, with a memory of its
-    verdicts (see the module docstring)."""
+    verdicts (see the module docstring). ``audit`` is the share of Cooper's judge budget drawn at
+    random (:func:`audit_order`), from draws seeded by ``seed`` and the step."""
 
-    def __init__(self, judge: Judge, *, collective: Collective | None = None):
+    def __init__(self, judge: Judge, *, collective: Collective | None = None,
+                 audit: float = 0.0, seed: int = 0):
         self.judge = judge
+        self.audit, self.seed = audit, seed
         self.collective = collective or SingleProcess()
         self.verdicts: dict[Key, bool] = {}
         self.calls = 0  # new calls over the run, every process's
@@ -164,7 +172,8 @@ def rollout_judge(cfg: TrainConfig, collective: Collective | None = None) -> Rol
     from cooper.labelling.judge import judge_from_config
 
     judge = judge_from_config(cfg.judge, seed=cfg.seed, dtype=cfg.policy.dtype)
-    return RolloutJudge(judge, collective=collective) if judge is not None else None
+    return (RolloutJudge(judge, collective=collective, audit=cfg.judge.audit, seed=cfg.seed)
+            if judge is not None else None)
 
 
 def drop_in_judge(judge: Judge | JudgeConfig | None, *, labels: str, judge_rejected: bool,
@@ -188,12 +197,14 @@ def drop_in_judge(judge: Judge | JudgeConfig | None, *, labels: str, judge_rejec
     if labels == "judge" and not updates:
         raise ConfigError(f"labels='judge' labels the reward model's update, which "
                           f"mode={mode!r} does not run: use 'cooper' or 'hybrid_cooper'")
+    audit = 0.0
     if isinstance(judge, JudgeConfig):
         from cooper.labelling.judge import judge_from_config
 
-        budget, threshold = judge.budget, judge.threshold
+        budget, threshold, audit = judge.budget, judge.threshold, judge.audit
         judge = judge_from_config(judge.check(), seed=seed, dtype=dtype) if asks else None
-    return (RolloutJudge(judge) if asks and judge is not None else None), budget, threshold
+    asked = RolloutJudge(judge, audit=audit, seed=seed) if asks and judge is not None else None
+    return asked, budget, threshold
 
 
 def stage2_candidates(rollouts: Sequence[Rollout], threshold: float) -> tuple[list[int], list[int]]:
@@ -224,6 +235,27 @@ def stage2_candidates(rollouts: Sequence[Rollout], threshold: float) -> tuple[li
     return trusted, sorted(candidates, key=paid, reverse=True)  # stable: ties in sampling order
 
 
+def audit_order(keys: Sequence[Key], known: Container[Key], limit: int, share: float,
+                rng: random.Random) -> tuple[list[int], list[Key]]:
+    """``keys`` (the candidates' answers, in the order :func:`stage2_candidates` gives) put in the
+    order the judge is to be asked, and the answers drawn: of the ``limit`` new answers asked,
+    ``share`` of them (rounded, halves up) are drawn uniformly from the new answers the given
+    order would not reach, and the rest are the first ones of that order.
+
+    Why: highest-paid first, a small budget mostly confirms answers the reward model already pays
+    right; a draw from the rest can reach the answers it pays wrong (an audit). Answers decided
+    before (``known``) are free and keep their place after the ones to ask."""
+    new = list(dict.fromkeys(k for k in keys if k not in known))  # distinct, in order
+    limit = max(0, limit)
+    draws = min(int(share * limit + 0.5), limit)
+    rest = new[limit - draws:]
+    drawn = rng.sample(rest, min(draws, len(rest))) if len(new) > limit else []
+    first = new[:limit - len(drawn)] + drawn
+    rank = {k: i for i, k in enumerate(first)}
+    order = sorted(range(len(keys)), key=lambda j: rank.get(keys[j], len(first)))  # stable
+    return order, drawn
+
+
 def judge_rejected(judge: RolloutJudge, mine: list[Rollout], everyone: list[Rollout]
                    ) -> tuple[list[Rollout], list[Rollout], JudgeRound]:
     """``reward.judge_rejected``: every rollout the rule rejected, put to the judge (each
@@ -241,17 +273,25 @@ def judge_rejected(judge: RolloutJudge, mine: list[Rollout], everyone: list[Roll
 
 
 def judged_pool(judge: RolloutJudge, everyone: list[Rollout], *, budget: float,
-                threshold: float, gold: bool = False
+                threshold: float, gold: bool = False, step: int = 0
                 ) -> tuple[list[Rollout], JudgeRound, float | None]:
     """``rm_update.labels=judge``: the step's rollouts labelled for the update (``correct`` is
     the label): the rule's yes, its trusted no, and the judge's verdicts on the rest, asking at
-    most ``budget`` of the rollouts (:func:`stage2_candidates`); a rollout with no label is left
-    out. With ``gold`` (testbeds), also the share of the judge's labels that the gold judge
-    shares (else None)."""
+    most ``budget`` of the rollouts (:func:`stage2_candidates`, :func:`audit_order` with the
+    judge's ``audit``); a rollout with no label is left out. With ``gold`` (testbeds), also the
+    share of the judge's labels that the gold judge shares (else None)."""
     trusted, candidates = stage2_candidates(everyone, threshold)
-    labels, judged = judge.label([everyone[i] for i in candidates],
-                                 limit=math.floor(budget * len(everyone)))
-    judged = replace(judged, rollouts=len(everyone))
+    limit = math.floor(budget * len(everyone))
+    drawn: list[Key] = []
+    if judge.audit:
+        order, drawn = audit_order([answer_key(everyone[i]) for i in candidates],
+                                   judge.verdicts, limit, judge.audit,
+                                   random.Random(f"{judge.seed}:{step}:audit"))
+        candidates = [candidates[j] for j in order]
+    labels, judged = judge.label([everyone[i] for i in candidates], limit=limit)
+    audited = [judge.verdicts.get(k) for k in drawn]
+    judged = replace(judged, rollouts=len(everyone), audited=len(drawn),
+                     audited_yes=sum(v is True for v in audited))
     keep = {i: r for i, r in enumerate(everyone) if r.correct}
     keep.update((i, everyone[i]) for i in trusted)
     decided = [(i, label) for i, label in zip(candidates, labels, strict=True)

@@ -278,7 +278,7 @@ class CooperReward:
         if self.judge_labels:  # the judge's labels where the rule's "no" says nothing
             pool, judged, agreement = judged_pool(self.judge, everyone, budget=self.judge_budget,
                                                   threshold=self.judge_threshold,
-                                                  gold=self.gold_judge)
+                                                  gold=self.gold_judge, step=step)
         positives = select_positives(pool, self.positives_per_prompt, self.positive_choice, rng)
         mine = shard(positives, self.collective.rank, self.collective.world_size)
         rollout_pairs, ambiguous = (self._rollout_pairs(mine, pool) if self.from_rollouts
