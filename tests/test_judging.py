@@ -104,6 +104,9 @@ def test_the_judges_settings_are_checked():
     ]:
         with pytest.raises(ConfigError, match=message):
             load_config(None, ok + extra).validate()
+    with pytest.raises(ConfigError, match="judge.audit orders"):
+        load_config(None, ["reward.mode=rule", "reward.judge_rejected=true",
+                           "judge.backend=gold", "judge.audit=0.5"]).validate()
     with pytest.raises(ConfigError, match="reward.mode=rule"):
         load_config(None, ["reward.mode=cooper", "reward.model=m", "reward.judge_rejected=true",
                            "judge.backend=gold"]).validate()

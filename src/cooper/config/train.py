@@ -558,6 +558,9 @@ class TrainConfig:
             raise ConfigError(f"rm_update.labels=judge labels the reward model's update, which "
                               f"reward.mode={self.reward.mode} does not run: use cooper or "
                               "hybrid_cooper")
+        if self.judge.audit and self.rm_update.labels != "judge":
+            raise ConfigError("judge.audit orders the judge's calls for rm_update.labels=judge, "
+                              "which is off: set rm_update.labels=judge, or judge.audit=0")
         if self.rm_update.replay and not self.rm_update.replay_file:
             raise ConfigError("rm_update.replay needs rm_update.replay_file: the labelled rows "
                               "the reward model was trained on (a `cooper rm train` data file)")
