@@ -95,6 +95,8 @@ def test_the_judges_settings_are_checked():
           "judge.model=m"], "flips the gold judge"),
         (["judge.budget=0"], "judge.budget"),
         (["judge.audit=1.5"], "judge.audit"),
+        (["judge.audit=0.5", "judge.audit_from=unpaid"], "judge.audit_from"),
+        (["judge.audit_from=paid"], "judge.audit is 0"),
         (["judge.backend=endpoint"], "judge.base_url"),
         (["judge.backend=local"], "judge.model"),
         (["judge.mode=choice"], "judge.backend=local"),
@@ -252,6 +254,13 @@ def test_an_audit_draws_part_of_the_calls_from_beyond_the_highest_paid():
     # halves round up; all new answers within the limit: all asked, none drawn
     assert len(audit_order(keys, set(), 3, 0.5, random.Random(0))[1]) == 2
     assert audit_order(keys[:3], set(), 3, 1.0, random.Random(0)) == ([0, 1, 2], [])
+    # drawn only among the drawable (the answers the reward model pays), else the order as given
+    paid = {("p", "0"), ("p", "1"), ("p", "5"), ("p", "6")}
+    drawn_paid = {audit_order(keys, set(), 2, 0.5, random.Random(seed), paid)[1][0]
+                  for seed in range(100)}
+    assert drawn_paid == {("p", "1"), ("p", "5"), ("p", "6")}
+    assert audit_order(keys, set(), 2, 0.5, random.Random(0), {("p", "0")}) == (
+        [0, 10, *range(1, 10)], [])
 
 
 def test_the_judged_pool_asks_the_audits_draw_and_counts_it():
@@ -284,6 +293,35 @@ def test_the_judged_pool_asks_the_audits_draw_and_counts_it():
                                       mode="hybrid_cooper", updates=True, budget=0.1,
                                       threshold=0.5, seed=5)
     assert asked_judge is not None and asked_judge.audit == 0.33
+
+
+def test_an_audit_from_the_paid_draws_only_answers_the_reward_model_pays():
+    # ten answers the rule cannot read (all candidates), paid 0.50 down to 0.41; at threshold
+    # 0.455 the reward model pays the first five
+    rollouts = [roll("a", f"w{n}", "55", score=1 - n / 100) for n in range(50, 60)]
+
+    def draws(audit_from: str) -> set[str]:
+        out = set()
+        for step in range(30):
+            judge = CountingJudge()
+            _, r, _ = judged_pool(RolloutJudge(judge, audit=0.5, seed=3, audit_from=audit_from),
+                                  rollouts, budget=0.2, threshold=0.455, step=step)
+            assert r.asked == 2 and r.audited == 1
+            assert judge.asked[0].solution == rollouts[0].completion  # the highest-paid first
+            out.add(judge.asked[1].solution)
+        return out
+
+    paid = {rollouts[i].completion for i in range(1, 5)}
+    assert len(draws("paid")) > 1 and draws("paid") <= paid
+    assert draws("all") - paid  # from every candidate, the unpaid ones are drawn too
+    cfg = load_config(None, ["reward.mode=hybrid_cooper", "reward.model=m",
+                             "rm_update.labels=judge", "judge.backend=gold", "judge.audit=0.33",
+                             "judge.audit_from=paid"]).validate()
+    assert rollout_judge(cfg).audit_from == "paid"
+    asked_judge, _, _ = drop_in_judge(cfg.judge, labels="judge", judge_rejected=False,
+                                      mode="hybrid_cooper", updates=True, budget=0.1,
+                                      threshold=0.5)
+    assert asked_judge is not None and asked_judge.audit_from == "paid"
 
 
 # ------------------------------------------------------------------ in a step

@@ -357,6 +357,8 @@ class JudgeConfig:
     """rm_update.labels=judge: a rule-rejected rollout the reward model pays at least this much is a disagreement, judged first"""
     audit: float = 0.0
     """rm_update.labels=judge: the share of a step's new judge calls (rounded, halves up) drawn at random, seeded by the run's seed and the step, from the candidates the highest-paid-first order would not reach; 0 asks the highest-paid first only"""
+    audit_from: str = "all"
+    """judge.audit: draw among every candidate beyond the highest-paid order ('all'), or only among those the reward model pays at least judge.threshold ('paid': the wrong answers the policy is paid for)"""
 
     def check(self) -> JudgeConfig:
         choice("judge.backend", self.backend, JUDGE_BACKENDS)
@@ -378,6 +380,7 @@ class JudgeConfig:
         if not 0.0 <= self.audit <= 1.0:
             raise ConfigError(f"judge.audit is a share of a step's judge calls in [0, 1], got "
                               f"{self.audit}")
+        choice("judge.audit_from", self.audit_from, ("all", "paid"))
         if self.backend == "endpoint" and not (self.base_url and self.model):
             raise ConfigError("judge.backend=endpoint needs judge.base_url=URL and "
                               "judge.model=NAME")
@@ -561,6 +564,10 @@ class TrainConfig:
         if self.judge.audit and self.rm_update.labels != "judge":
             raise ConfigError("judge.audit orders the judge's calls for rm_update.labels=judge, "
                               "which is off: set rm_update.labels=judge, or judge.audit=0")
+        if self.judge.audit_from != "all" and not self.judge.audit:
+            raise ConfigError(f"judge.audit_from={self.judge.audit_from} says where judge.audit's "
+                              "calls are drawn, but judge.audit is 0: set judge.audit=S (a share "
+                              "of the calls), or leave judge.audit_from=all")
         if self.rm_update.replay and not self.rm_update.replay_file:
             raise ConfigError("rm_update.replay needs rm_update.replay_file: the labelled rows "
                               "the reward model was trained on (a `cooper rm train` data file)")

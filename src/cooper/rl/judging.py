@@ -84,12 +84,13 @@ def judge_metrics(r: JudgeRound) -> dict[str, float]:
 class RolloutJudge:
     """A :class:`~cooper.labelling.judge.Judge` asked about rollouts, with a memory of its
     verdicts (see the module docstring). ``audit`` is the share of Cooper's judge budget drawn at
-    random (:func:`audit_order`), from draws seeded by ``seed`` and the step."""
+    random (:func:`audit_order`), from draws seeded by ``seed`` and the step, among every candidate
+    (``audit_from="all"``) or only those the reward model pays at least the threshold (``"paid"``)."""
 
     def __init__(self, judge: Judge, *, collective: Collective | None = None,
-                 audit: float = 0.0, seed: int = 0):
+                 audit: float = 0.0, seed: int = 0, audit_from: str = "all"):
         self.judge = judge
-        self.audit, self.seed = audit, seed
+        self.audit, self.seed, self.audit_from = audit, seed, audit_from
         self.collective = collective or SingleProcess()
         self.verdicts: dict[Key, bool] = {}
         self.calls = 0  # new calls over the run, every process's
@@ -172,8 +173,8 @@ def rollout_judge(cfg: TrainConfig, collective: Collective | None = None) -> Rol
     from cooper.labelling.judge import judge_from_config
 
     judge = judge_from_config(cfg.judge, seed=cfg.seed, dtype=cfg.policy.dtype)
-    return (RolloutJudge(judge, collective=collective, audit=cfg.judge.audit, seed=cfg.seed)
-            if judge is not None else None)
+    return (RolloutJudge(judge, collective=collective, audit=cfg.judge.audit, seed=cfg.seed,
+                         audit_from=cfg.judge.audit_from) if judge is not None else None)
 
 
 def drop_in_judge(judge: Judge | JudgeConfig | None, *, labels: str, judge_rejected: bool,
@@ -197,13 +198,15 @@ def drop_in_judge(judge: Judge | JudgeConfig | None, *, labels: str, judge_rejec
     if labels == "judge" and not updates:
         raise ConfigError(f"labels='judge' labels the reward model's update, which "
                           f"mode={mode!r} does not run: use 'cooper' or 'hybrid_cooper'")
-    audit = 0.0
+    audit, audit_from = 0.0, "all"
     if isinstance(judge, JudgeConfig):
         from cooper.labelling.judge import judge_from_config
 
-        budget, threshold, audit = judge.budget, judge.threshold, judge.audit
+        budget, threshold, audit, audit_from = (judge.budget, judge.threshold, judge.audit,
+                                                judge.audit_from)
         judge = judge_from_config(judge.check(), seed=seed, dtype=dtype) if asks else None
-    asked = RolloutJudge(judge, audit=audit, seed=seed) if asks and judge is not None else None
+    asked = (RolloutJudge(judge, audit=audit, seed=seed, audit_from=audit_from)
+             if asks and judge is not None else None)
     return asked, budget, threshold
 
 
@@ -236,19 +239,23 @@ def stage2_candidates(rollouts: Sequence[Rollout], threshold: float) -> tuple[li
 
 
 def audit_order(keys: Sequence[Key], known: Container[Key], limit: int, share: float,
-                rng: random.Random) -> tuple[list[int], list[Key]]:
+                rng: random.Random, drawable: Container[Key] | None = None
+                ) -> tuple[list[int], list[Key]]:
     """``keys`` (the candidates' answers, in the order :func:`stage2_candidates` gives) put in the
     order the judge is to be asked, and the answers drawn: of the ``limit`` new answers asked,
     ``share`` of them (rounded, halves up) are drawn uniformly from the new answers the given
-    order would not reach, and the rest are the first ones of that order.
+    order would not reach (and, where ``drawable`` is given, are in it), and the rest are the first
+    ones of that order; with nothing to draw, the order as given.
 
     Why: highest-paid first, a small budget mostly confirms answers the reward model already pays
     right; a draw from the rest can reach the answers it pays wrong (an audit). Answers decided
-    before (``known``) are free and keep their place after the ones to ask."""
+    before (``known``) are free and keep their place after the ones to ask. ``drawable`` holds the
+    answers the reward model pays (``judge.audit_from=paid``): the paid wrong ones are what the
+    policy is paid for."""
     new = list(dict.fromkeys(k for k in keys if k not in known))  # distinct, in order
     limit = max(0, limit)
     draws = min(int(share * limit + 0.5), limit)
-    rest = new[limit - draws:]
+    rest = [k for k in new[limit - draws:] if drawable is None or k in drawable]
     drawn = rng.sample(rest, min(draws, len(rest))) if len(new) > limit else []
     first = new[:limit - len(drawn)] + drawn
     rank = {k: i for i, k in enumerate(first)}
@@ -284,9 +291,14 @@ def judged_pool(judge: RolloutJudge, everyone: list[Rollout], *, budget: float,
     limit = math.floor(budget * len(everyone))
     drawn: list[Key] = []
     if judge.audit:
+        paid = None
+        if judge.audit_from == "paid":
+            paid = {answer_key(everyone[i]) for i in candidates
+                    if (s := everyone[i].rm_score) is not None and math.isfinite(s)
+                    and s >= threshold}
         order, drawn = audit_order([answer_key(everyone[i]) for i in candidates],
                                    judge.verdicts, limit, judge.audit,
-                                   random.Random(f"{judge.seed}:{step}:audit"))
+                                   random.Random(f"{judge.seed}:{step}:audit"), paid)
         candidates = [candidates[j] for j in order]
     labels, judged = judge.label([everyone[i] for i in candidates], limit=limit)
     audited = [judge.verdicts.get(k) for k in drawn]
