@@ -95,7 +95,7 @@ def test_the_judges_settings_are_checked():
           "judge.model=m"], "flips the gold judge"),
         (["judge.budget=0"], "judge.budget"),
         (["judge.audit=1.5"], "judge.audit"),
-        (["judge.audit=0.5", "judge.audit_from=unpaid"], "judge.audit_from"),
+        (["judge.audit=0.5", "judge.audit_from=unpaid"], "not one of: all, paid"),
         (["judge.audit_from=paid"], "judge.audit is 0"),
         (["judge.backend=endpoint"], "judge.base_url"),
         (["judge.backend=local"], "judge.model"),
