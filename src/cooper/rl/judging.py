@@ -210,6 +210,11 @@ def drop_in_judge(judge: Judge | JudgeConfig | None, *, labels: str, judge_rejec
     return asked, budget, threshold
 
 
+def paid_score(r: Rollout) -> float | None:
+    """What the reward model pays ``r`` (None when it has no finite score)."""
+    return r.rm_score if r.rm_score is not None and math.isfinite(r.rm_score) else None
+
+
 def stage2_candidates(rollouts: Sequence[Rollout], threshold: float) -> tuple[list[int], list[int]]:
     """How Cooper's update labels the rule's rejections with a judge (``rm_update.labels=judge``):
     (trusted negatives, candidates for the judge), as indices into ``rollouts``.
@@ -224,7 +229,7 @@ def stage2_candidates(rollouts: Sequence[Rollout], threshold: float) -> tuple[li
     for i, r in enumerate(rollouts):
         if r.correct:
             continue
-        score = r.rm_score if r.rm_score is not None and math.isfinite(r.rm_score) else None
+        score = paid_score(r)
         disagree = score is not None and score >= threshold
         if rule_read(r) and not disagree:
             trusted.append(i)
@@ -232,8 +237,8 @@ def stage2_candidates(rollouts: Sequence[Rollout], threshold: float) -> tuple[li
             candidates.append(i)
 
     def paid(i: int) -> float:
-        s = rollouts[i].rm_score
-        return s if s is not None and math.isfinite(s) else -math.inf
+        s = paid_score(rollouts[i])
+        return s if s is not None else -math.inf
 
     return trusted, sorted(candidates, key=paid, reverse=True)  # stable: ties in sampling order
 
@@ -294,8 +299,7 @@ def judged_pool(judge: RolloutJudge, everyone: list[Rollout], *, budget: float,
         paid = None
         if judge.audit_from == "paid":
             paid = {answer_key(everyone[i]) for i in candidates
-                    if (s := everyone[i].rm_score) is not None and math.isfinite(s)
-                    and s >= threshold}
+                    if (s := paid_score(everyone[i])) is not None and s >= threshold}
         order, drawn = audit_order([answer_key(everyone[i]) for i in candidates],
                                    judge.verdicts, limit, judge.audit,
                                    random.Random(f"{judge.seed}:{step}:audit"), paid)
