@@ -20,6 +20,7 @@ from cooper.rl.judging import (
     answer_key,
     audit_order,
     drop_in_judge,
+    judge_metrics,
     judged_pool,
     rollout_judge,
     stage2_candidates,
@@ -97,6 +98,8 @@ def test_the_judges_settings_are_checked():
         (["judge.audit=1.5"], "judge.audit"),
         (["judge.audit=0.5", "judge.audit_from=unpaid"], "not one of: all, paid"),
         (["judge.audit_from=paid"], "judge.audit is 0"),
+        (["judge.audit=0.5", "judge.audit_grow=-1"], "0 or more"),
+        (["judge.audit_grow=2"], "judge.audit is 0"),
         (["judge.backend=endpoint"], "judge.base_url"),
         (["judge.backend=local"], "judge.model"),
         (["judge.mode=choice"], "judge.backend=local"),
@@ -238,29 +241,36 @@ def test_the_judged_pool_labels_what_was_judged_and_leaves_out_the_rest():
 def test_an_audit_draws_part_of_the_calls_from_beyond_the_highest_paid():
     keys = [("p", str(i)) for i in range(10)] + [("p", "0")]  # highest-paid first; "0" twice
     # no audit: the order as given, nothing drawn
-    order, drawn = audit_order(keys, set(), 3, 0.0, random.Random(0))
-    assert order == [0, 10, *range(1, 10)] and drawn == []
+    order, drawn, asks = audit_order(keys, set(), 3, 0.0, random.Random(0))
+    assert order == [0, 10, *range(1, 10)] and drawn == [] and asks == 3
     # a third of 3 calls: the two highest-paid new answers, then one drawn from the others;
     # an answer decided before is free and skipped
     seen: set[str] = set()
     for seed in range(200):
-        order, drawn = audit_order(keys, {("p", "1")}, 3, 0.33, random.Random(seed))
+        order, drawn, asks = audit_order(keys, {("p", "1")}, 3, 0.33, random.Random(seed))
         assert [keys[j] for j in order[:3]] == [("p", "0"), ("p", "0"), ("p", "2")]
-        assert len(drawn) == 1 and drawn[0] not in {("p", "0"), ("p", "1"), ("p", "2")}
+        assert asks == 3 and len(drawn) == 1 and drawn[0] not in {("p", "0"), ("p", "1"), ("p", "2")}
         assert keys[order[3]] == drawn[0] and sorted(order) == list(range(11))
         seen.add(drawn[0][1])
         assert audit_order(keys, {("p", "1")}, 3, 0.33, random.Random(seed))[1] == drawn
     assert seen == {str(i) for i in range(3, 10)}  # every answer beyond the top can be drawn
     # halves round up; all new answers within the limit: all asked, none drawn
     assert len(audit_order(keys, set(), 3, 0.5, random.Random(0))[1]) == 2
-    assert audit_order(keys[:3], set(), 3, 1.0, random.Random(0)) == ([0, 1, 2], [])
+    assert audit_order(keys[:3], set(), 3, 1.0, random.Random(0)) == ([0, 1, 2], [], 3)
     # drawn only among the drawable (the answers the reward model pays), else the order as given
     paid = {("p", "0"), ("p", "1"), ("p", "5"), ("p", "6")}
     drawn_paid = {audit_order(keys, set(), 2, 0.5, random.Random(seed), paid)[1][0]
                   for seed in range(100)}
     assert drawn_paid == {("p", "1"), ("p", "5"), ("p", "6")}
     assert audit_order(keys, set(), 2, 0.5, random.Random(0), {("p", "0")}) == (
-        [0, 10, *range(1, 10)], [])
+        [0, 10, *range(1, 10)], [], 2)
+    # extra draws go beyond the limit, as many as there are drawable answers beyond the top
+    order, drawn, asks = audit_order(keys, set(), 2, 0.5, random.Random(0), paid, extra=5)
+    assert sorted(drawn) == [("p", "1"), ("p", "5"), ("p", "6")] and asks == 4
+    assert [keys[j] for j in order[:asks]][:2] == [("p", "0"), ("p", "0")]
+    order, drawn, asks = audit_order(keys, set(), 2, 0.5, random.Random(0), extra=2)
+    assert len(drawn) == 3 and asks == 4 and keys[order[0]] == ("p", "0")
+    assert audit_order(keys[:2], set(), 2, 0.5, random.Random(0), extra=2) == ([0, 1], [], 2)
 
 
 def test_the_judged_pool_asks_the_audits_draw_and_counts_it():
@@ -293,6 +303,47 @@ def test_the_judged_pool_asks_the_audits_draw_and_counts_it():
                                       mode="hybrid_cooper", updates=True, budget=0.1,
                                       threshold=0.5, seed=5)
     assert asked_judge is not None and asked_judge.audit == 0.33
+
+
+def test_an_audit_that_finds_wrong_answers_asks_more_the_next_step_up_to_its_cap():
+    def step(s: int, answer_from: int) -> list[Rollout]:  # 20 disagreements, a new problem
+        return [roll(f"s{s}", str(n), "55", score=1 - n / 100)
+                for n in range(answer_from, answer_from + 20)]
+
+    judge = CountingJudge()
+    rj = RolloutJudge(judge, audit=0.5, seed=1, audit_grow=3)
+    asked, extras = [], []
+    for s in range(5):  # every answer wrong: each drawn one buys a draw, up to 3 more
+        _, r, _ = judged_pool(rj, step(s, 60), budget=0.1, threshold=0.0, step=s)
+        asked.append(r.asked)
+        extras.append(r.extra)
+        assert r.audited == r.asked - 1 and r.audited_yes == 0  # one call the highest-paid
+    assert asked == [2, 3, 4, 5, 5] and extras == [0, 1, 2, 3, 3]
+    assert judge_metrics(r)["judge/audit_extra"] == 3
+    # a resumed run asks what this one would: the extra draws are in the judge's state
+    resumed = RolloutJudge(CountingJudge(), audit=0.5, seed=1, audit_grow=3)
+    resumed.load_state_dict(rj.state_dict())
+    assert resumed.extra == rj.extra == 3
+    # every drawn answer right (the reference, on 20 problems; the rule missed them): back to
+    # the budget on the next step
+    right = [roll(f"r{n}", "55", "55", score=0.9) for n in range(20)]
+    _, r, _ = judged_pool(rj, right, budget=0.1, threshold=0.0, step=5)
+    assert (r.asked, r.audited_yes) == (5, 4)
+    _, r, _ = judged_pool(rj, step(6, 60), budget=0.1, threshold=0.0, step=6)
+    assert (r.asked, r.extra) == (2, 0)
+    # without audit_grow, never beyond the budget however wrong the draws
+    flat = RolloutJudge(CountingJudge(), audit=0.5, seed=1)
+    assert all(judged_pool(flat, step(s, 60), budget=0.1, threshold=0.0, step=s)[1].asked == 2
+               for s in range(3))
+    # the setting reaches the judge of a `cooper train` run and of the drop-in
+    cfg = load_config(None, ["reward.mode=hybrid_cooper", "reward.model=m",
+                             "rm_update.labels=judge", "judge.backend=gold", "judge.audit=0.5",
+                             "judge.audit_grow=4"]).validate()
+    assert rollout_judge(cfg).audit_grow == 4
+    asked_judge, _, _ = drop_in_judge(cfg.judge, labels="judge", judge_rejected=False,
+                                      mode="hybrid_cooper", updates=True, budget=0.1,
+                                      threshold=0.5)
+    assert asked_judge is not None and asked_judge.audit_grow == 4
 
 
 def test_an_audit_from_the_paid_draws_only_answers_the_reward_model_pays():

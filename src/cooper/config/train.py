@@ -359,6 +359,8 @@ class JudgeConfig:
     """rm_update.labels=judge: the share of a step's new judge calls (rounded, halves up) drawn at random, seeded by the run's seed and the step, from the candidates the highest-paid-first order would not reach; 0 asks the highest-paid first only"""
     audit_from: str = "all"
     """judge.audit: draw among every candidate beyond the highest-paid order ('all'), or only among those the reward model pays at least judge.threshold ('paid': the wrong answers the policy is paid for)"""
+    audit_grow: int = 0
+    """judge.audit: at most this many draws a step beyond judge.budget, one for each drawn answer the judge called wrong the step before (the audit asks more while it finds wrong answers); 0 keeps every step within the budget"""
 
     def check(self) -> JudgeConfig:
         choice("judge.backend", self.backend, JUDGE_BACKENDS)
@@ -381,6 +383,13 @@ class JudgeConfig:
             raise ConfigError(f"judge.audit is a share of a step's judge calls in [0, 1], got "
                               f"{self.audit}")
         choice("judge.audit_from", self.audit_from, ("all", "paid"))
+        if self.audit_grow < 0:
+            raise ConfigError(f"judge.audit_grow is a number of extra judge calls a step, 0 or "
+                              f"more, got {self.audit_grow}")
+        if self.audit_grow and not self.audit:
+            raise ConfigError(f"judge.audit_grow={self.audit_grow} adds draws to judge.audit's, "
+                              "but judge.audit is 0: set judge.audit=S (a share of the calls), "
+                              "or judge.audit_grow=0")
         if self.backend == "endpoint" and not (self.base_url and self.model):
             raise ConfigError("judge.backend=endpoint needs judge.base_url=URL and "
                               "judge.model=NAME")

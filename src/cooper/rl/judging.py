@@ -8,7 +8,8 @@ Two uses in a run, each a setting (``docs/training.md``, "Labels beyond the rule
 - ``rm_update.labels=judge``: Cooper's update takes labels from the judge where the rule's "no" says
   nothing (it could not read the answer or the reference) or the reward model disagrees with it,
   at most ``judge.budget`` of the step's rollouts (:func:`stage2_candidates` orders them; with
-  ``judge.audit``, :func:`audit_order` draws part of them at random instead).
+  ``judge.audit``, :func:`audit_order` draws part of them at random instead, and with
+  ``judge.audit_grow`` each drawn answer the judge calls wrong buys one more draw the next step).
 
 The judge is any :class:`cooper.labelling.judge.Judge`: an LLM behind an endpoint, a local
 model, or the testbeds' gold judge. :class:`RolloutJudge` keeps what it was told, keyed by the
@@ -68,6 +69,7 @@ class JudgeRound:
     seconds: float
     audited: int = 0  # of the calls, drawn at random (``judge.audit``, :func:`audit_order`)
     audited_yes: int = 0  # of those, answered "right"
+    extra: int = 0  # of the drawn, beyond the budget (``judge.audit_grow``)
 
 
 def judge_metrics(r: JudgeRound) -> dict[str, float]:
@@ -78,6 +80,7 @@ def judge_metrics(r: JudgeRound) -> dict[str, float]:
             "judge/cached": r.cached, "judge/unlabelled": r.unlabelled,
             "judge/failed": r.failed, "judge/yes": r.yes, "judge/no": r.no,
             "judge/audited": r.audited, "judge/audited_yes": r.audited_yes,
+            "judge/audit_extra": r.extra,
             "perf/judge": r.seconds}
 
 
@@ -85,15 +88,20 @@ class RolloutJudge:
     """A :class:`~cooper.labelling.judge.Judge` asked about rollouts, with a memory of its
     verdicts (see the module docstring). ``audit`` is the share of Cooper's judge budget drawn at
     random (:func:`audit_order`), from draws seeded by ``seed`` and the step, among every candidate
-    (``audit_from="all"``) or only those the reward model pays at least the threshold (``"paid"``)."""
+    (``audit_from="all"``) or only those the reward model pays at least the threshold (``"paid"``);
+    ``audit_grow`` caps the draws a step adds beyond the budget, one for each drawn answer the
+    judge called wrong the step before (``extra``)."""
 
     def __init__(self, judge: Judge, *, collective: Collective | None = None,
-                 audit: float = 0.0, seed: int = 0, audit_from: str = "all"):
+                 audit: float = 0.0, seed: int = 0, audit_from: str = "all",
+                 audit_grow: int = 0):
         self.judge = judge
         self.audit, self.seed, self.audit_from = audit, seed, audit_from
+        self.audit_grow = audit_grow
         self.collective = collective or SingleProcess()
         self.verdicts: dict[Key, bool] = {}
         self.calls = 0  # new calls over the run, every process's
+        self.extra = 0  # draws the next step adds beyond the budget (``audit_grow``)
 
     def label(self, rollouts: Sequence[Rollout], *, limit: int | None = None
               ) -> tuple[list[bool | None], JudgeRound]:
@@ -155,11 +163,12 @@ class RolloutJudge:
         return {f"judge/{k}": float(v) for k, v in raw.items()}
 
     def state_dict(self) -> dict[str, Any]:
-        return {"calls": self.calls,
+        return {"calls": self.calls, "extra": self.extra,
                 "verdicts": [[p, a, v] for (p, a), v in self.verdicts.items()]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.calls = int(state.get("calls", 0))
+        self.extra = int(state.get("extra", 0))
         self.verdicts = {(str(p), str(a)): bool(v) for p, a, v in state.get("verdicts", [])}
 
     def close(self) -> None:
@@ -174,7 +183,8 @@ def rollout_judge(cfg: TrainConfig, collective: Collective | None = None) -> Rol
 
     judge = judge_from_config(cfg.judge, seed=cfg.seed, dtype=cfg.policy.dtype)
     return (RolloutJudge(judge, collective=collective, audit=cfg.judge.audit, seed=cfg.seed,
-                         audit_from=cfg.judge.audit_from) if judge is not None else None)
+                         audit_from=cfg.judge.audit_from, audit_grow=cfg.judge.audit_grow)
+            if judge is not None else None)
 
 
 def drop_in_judge(judge: Judge | JudgeConfig | None, *, labels: str, judge_rejected: bool,
@@ -198,14 +208,15 @@ def drop_in_judge(judge: Judge | JudgeConfig | None, *, labels: str, judge_rejec
     if labels == "judge" and not updates:
         raise ConfigError(f"labels='judge' labels the reward model's update, which "
                           f"mode={mode!r} does not run: use 'cooper' or 'hybrid_cooper'")
-    audit, audit_from = 0.0, "all"
+    audit, audit_from, audit_grow = 0.0, "all", 0
     if isinstance(judge, JudgeConfig):
         from cooper.labelling.judge import judge_from_config
 
-        budget, threshold, audit, audit_from = (judge.budget, judge.threshold, judge.audit,
-                                                judge.audit_from)
+        budget, threshold = judge.budget, judge.threshold
+        audit, audit_from, audit_grow = judge.audit, judge.audit_from, judge.audit_grow
         judge = judge_from_config(judge.check(), seed=seed, dtype=dtype) if asks else None
-    asked = (RolloutJudge(judge, audit=audit, seed=seed, audit_from=audit_from)
+    asked = (RolloutJudge(judge, audit=audit, seed=seed, audit_from=audit_from,
+                          audit_grow=audit_grow)
              if asks and judge is not None else None)
     return asked, budget, threshold
 
@@ -244,28 +255,31 @@ def stage2_candidates(rollouts: Sequence[Rollout], threshold: float) -> tuple[li
 
 
 def audit_order(keys: Sequence[Key], known: Container[Key], limit: int, share: float,
-                rng: random.Random, drawable: Container[Key] | None = None
-                ) -> tuple[list[int], list[Key]]:
+                rng: random.Random, drawable: Container[Key] | None = None, extra: int = 0
+                ) -> tuple[list[int], list[Key], int]:
     """``keys`` (the candidates' answers, in the order :func:`stage2_candidates` gives) put in the
-    order the judge is to be asked, and the answers drawn: of the ``limit`` new answers asked,
-    ``share`` of them (rounded, halves up) are drawn uniformly from the new answers the given
-    order would not reach (and, where ``drawable`` is given, are in it), and the rest are the first
-    ones of that order; with nothing to draw, the order as given.
+    order the judge is to be asked, the answers drawn, and how many new answers to ask: of the
+    ``limit`` new answers asked, ``share`` of them (rounded, halves up) are drawn uniformly from
+    the new answers the given order would not reach (and, where ``drawable`` is given, are in it),
+    and the rest are the first ones of that order; ``extra`` more are drawn beyond the limit
+    where there are more to draw. With nothing to draw, the order as given and ``limit``.
 
     Why: highest-paid first, a small budget mostly confirms answers the reward model already pays
     right; a draw from the rest can reach the answers it pays wrong (an audit). Answers decided
     before (``known``) are free and keep their place after the ones to ask. ``drawable`` holds the
     answers the reward model pays (``judge.audit_from=paid``): the paid wrong ones are what the
-    policy is paid for."""
+    policy is paid for. ``extra`` (``judge.audit_grow``) asks more while the audit finds them."""
     new = list(dict.fromkeys(k for k in keys if k not in known))  # distinct, in order
     limit = max(0, limit)
     draws = min(int(share * limit + 0.5), limit)
     rest = [k for k in new[limit - draws:] if drawable is None or k in drawable]
-    drawn = rng.sample(rest, min(draws, len(rest))) if len(new) > limit else []
-    first = new[:limit - len(drawn)] + drawn
+    drawn = rng.sample(rest, min(draws + max(0, extra), len(rest))) if len(new) > limit else []
+    chosen = set(drawn)
+    top = [k for k in new if k not in chosen][:limit - min(len(drawn), draws)]
+    first = top + drawn
     rank = {k: i for i, k in enumerate(first)}
     order = sorted(range(len(keys)), key=lambda j: rank.get(keys[j], len(first)))  # stable
-    return order, drawn
+    return order, drawn, max(limit, len(first))
 
 
 def judge_rejected(judge: RolloutJudge, mine: list[Rollout], everyone: list[Rollout]
@@ -290,24 +304,28 @@ def judged_pool(judge: RolloutJudge, everyone: list[Rollout], *, budget: float,
     """``rm_update.labels=judge``: the step's rollouts labelled for the update (``correct`` is
     the label): the rule's yes, its trusted no, and the judge's verdicts on the rest, asking at
     most ``budget`` of the rollouts (:func:`stage2_candidates`, :func:`audit_order` with the
-    judge's ``audit``); a rollout with no label is left out. With ``gold`` (testbeds), also the
-    share of the judge's labels that the gold judge shares (else None)."""
+    judge's ``audit``, and its ``extra`` draws: one for each drawn answer it called wrong the step
+    before, at most ``audit_grow``); a rollout with no label is left out. With ``gold``
+    (testbeds), also the share of the judge's labels that the gold judge shares (else None)."""
     trusted, candidates = stage2_candidates(everyone, threshold)
-    limit = math.floor(budget * len(everyone))
+    limit = asks = math.floor(budget * len(everyone))
     drawn: list[Key] = []
     if judge.audit:
         paid = None
         if judge.audit_from == "paid":
             paid = {answer_key(everyone[i]) for i in candidates
                     if (s := paid_score(everyone[i])) is not None and s >= threshold}
-        order, drawn = audit_order([answer_key(everyone[i]) for i in candidates],
-                                   judge.verdicts, limit, judge.audit,
-                                   random.Random(f"{judge.seed}:{step}:audit"), paid)
+        order, drawn, asks = audit_order([answer_key(everyone[i]) for i in candidates],
+                                         judge.verdicts, limit, judge.audit,
+                                         random.Random(f"{judge.seed}:{step}:audit"), paid,
+                                         extra=judge.extra)
         candidates = [candidates[j] for j in order]
-    labels, judged = judge.label([everyone[i] for i in candidates], limit=limit)
+    labels, judged = judge.label([everyone[i] for i in candidates], limit=asks)
     audited = [judge.verdicts.get(k) for k in drawn]
     judged = replace(judged, rollouts=len(everyone), audited=len(drawn),
-                     audited_yes=sum(v is True for v in audited))
+                     audited_yes=sum(v is True for v in audited), extra=asks - limit)
+    # the audit grows while it finds wrong answers: one draw more next step for each it found
+    judge.extra = min(judge.audit_grow, sum(v is False for v in audited))
     keep = {i: r for i, r in enumerate(everyone) if r.correct}
     keep.update((i, everyone[i]) for i in trusted)
     decided = [(i, label) for i, label in zip(candidates, labels, strict=True)
