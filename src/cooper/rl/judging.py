@@ -182,9 +182,14 @@ def rollout_judge(cfg: TrainConfig, collective: Collective | None = None) -> Rol
     from cooper.labelling.judge import judge_from_config
 
     judge = judge_from_config(cfg.judge, seed=cfg.seed, dtype=cfg.policy.dtype)
-    return (RolloutJudge(judge, collective=collective, audit=cfg.judge.audit, seed=cfg.seed,
-                         audit_from=cfg.judge.audit_from, audit_grow=cfg.judge.audit_grow)
+    return (RolloutJudge(judge, collective=collective, seed=cfg.seed, **audit_settings(cfg.judge))
             if judge is not None else None)
+
+
+def audit_settings(cfg: JudgeConfig) -> dict[str, Any]:
+    """The ``judge.audit*`` settings as :class:`RolloutJudge`'s keyword arguments: one place for
+    both a ``cooper train`` run's judge and the drop-in's."""
+    return {"audit": cfg.audit, "audit_from": cfg.audit_from, "audit_grow": cfg.audit_grow}
 
 
 def drop_in_judge(judge: Judge | JudgeConfig | None, *, labels: str, judge_rejected: bool,
@@ -208,16 +213,13 @@ def drop_in_judge(judge: Judge | JudgeConfig | None, *, labels: str, judge_rejec
     if labels == "judge" and not updates:
         raise ConfigError(f"labels='judge' labels the reward model's update, which "
                           f"mode={mode!r} does not run: use 'cooper' or 'hybrid_cooper'")
-    audit, audit_from, audit_grow = 0.0, "all", 0
+    audit: dict[str, Any] = {}  # a Judge alone: no audit
     if isinstance(judge, JudgeConfig):
         from cooper.labelling.judge import judge_from_config
 
-        budget, threshold = judge.budget, judge.threshold
-        audit, audit_from, audit_grow = judge.audit, judge.audit_from, judge.audit_grow
+        budget, threshold, audit = judge.budget, judge.threshold, audit_settings(judge)
         judge = judge_from_config(judge.check(), seed=seed, dtype=dtype) if asks else None
-    asked = (RolloutJudge(judge, audit=audit, seed=seed, audit_from=audit_from,
-                          audit_grow=audit_grow)
-             if asks and judge is not None else None)
+    asked = (RolloutJudge(judge, seed=seed, **audit) if asks and judge is not None else None)
     return asked, budget, threshold
 
 
