@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -57,6 +56,7 @@ from cooper.rl.pairs import (
     select_positives,
     shard,
 )
+from cooper.rl.pay import pay
 from cooper.rl.replay import Replay, judged_pairs
 from cooper.rm.losses import pair_objective
 from cooper.rm.memo import LogitMemo
@@ -255,22 +255,8 @@ class CooperReward:
         return rollouts, stats, seconds
 
     def rewards(self, rollouts: Sequence[Rollout]) -> list[float]:
-        """The policy's reward per rollout: the verdict (with ``reward.judge_rejected``, 1 also
-        where the judge calls a rejected answer right), the reward model's probability, or
-        (hybrid) 1 where the verifier accepts and the probability elsewhere (with
-        ``reward.hybrid_scores=unread``, 0 where the rule read two different numbers): the
-        reward model can only add what the verifier missed, never take away what it confirmed.
-
-        A non-finite reward-model score that would pay becomes NaN, which the trainer treats as
-        unscorable (zero advantage) instead of letting it poison the group's normalisation.
-        """
-        if self.plan.pays is Payer.VERIFIER:
-            return [float(r.correct or r.judged is True) for r in rollouts]
-        hybrid = self.plan.pays is Payer.HYBRID
-        return [1.0 if hybrid and r.correct
-                else 0.0 if self.plan.read_no_pays_zero and rule_read(r)
-                else r.rm_score if r.rm_score is not None and math.isfinite(r.rm_score)
-                else math.nan for r in rollouts]
+        """The policy's reward per rollout (:func:`cooper.rl.pay.pay`)."""
+        return pay(rollouts, self.plan)
 
     def _prepare_stage2(self, everyone: list[Rollout], step: int) -> None:
         rng = random.Random(f"{self.seed}:{step}:positives")

@@ -1,0 +1,33 @@
+"""What the policy is paid for each rollout (a pure function of the rollouts and the plan).
+
+Apart from :mod:`cooper.rl.step`, which computes the verdicts and scores it reads, so that what
+pays the policy (``reward.mode``, ``reward.hybrid_scores``) reads and tests alone.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from cooper.config.train import Payer, RewardPlan
+from cooper.rl.blind_spot import rule_read
+from cooper.types import Rollout
+
+
+def pay(rollouts: Sequence[Rollout], plan: RewardPlan) -> list[float]:
+    """The policy's reward per rollout: the verdict (with ``reward.judge_rejected``, 1 also where
+    the judge calls a rejected answer right), the reward model's probability, or (hybrid) 1 where
+    the verifier accepts and the probability elsewhere (with ``reward.hybrid_scores=unread``, 0
+    where the rule read two different numbers): the reward model can only add what the verifier
+    missed, never take away what it confirmed.
+
+    A non-finite reward-model score that would pay becomes NaN, which the trainer treats as
+    unscorable (zero advantage) instead of letting it poison the group's normalisation.
+    """
+    if plan.pays is Payer.VERIFIER:
+        return [float(r.correct or r.judged is True) for r in rollouts]
+    hybrid = plan.pays is Payer.HYBRID
+    return [1.0 if hybrid and r.correct
+            else 0.0 if plan.read_no_pays_zero and rule_read(r)
+            else r.rm_score if r.rm_score is not None and math.isfinite(r.rm_score)
+            else math.nan for r in rollouts]
