@@ -139,6 +139,9 @@ class RewardPlan:
     scores_with_rm: bool  # score every rollout with the reward model (paid or only logged)
     # hybrid pay, "unread": a "no" the rule read (two different numbers) pays 0, as the rule's
     read_no_pays_zero: bool = False
+    # hybrid pay, "audited": the reward model's pay also times the audit's estimate of how many
+    # of the answers it pays beyond the rule are right (RolloutJudge.paid_precision)
+    scaled_by_audit: bool = False
 
     @property
     def pays_with_rm(self) -> bool:
@@ -150,7 +153,7 @@ MODES = ("rule", "rm", "cooper", "hybrid", "hybrid_cooper")
 UPDATING_MODES = ("cooper", "hybrid_cooper")  # the reward model is updated online (Stage 2)
 PAIR_LOSSES = ("bradley_terry", "margin")  # rm_update.loss (cooper.rm.losses)
 NEGATIVE_SOURCES = ("assistant", "rollouts", "both")  # rm_update.negatives
-HYBRID_SCORES = ("rejected", "unread")  # reward.hybrid_scores
+HYBRID_SCORES = ("rejected", "unread", "audited")  # reward.hybrid_scores
 # policy.loss_type: what TRL 1.16's GRPOTrainer computes (GRPOConfig.loss_type)
 LOSS_TYPES = ("dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo")
 # report_to: transformers' logging integrations (INTEGRATION_TO_CALLBACK), kept here so that
@@ -178,8 +181,10 @@ def reward_plan(mode: str, *, has_rm: bool, pair_metrics: bool = True,
         stage2 = Stage2.MEASURE  # the same pairs, to show how a frozen reward model ranks
     else:
         stage2 = Stage2.OFF
+    hybrid = pays is Payer.HYBRID
     return RewardPlan(pays, stage2, has_rm and (pays is not Payer.VERIFIER or monitor),
-                      read_no_pays_zero=pays is Payer.HYBRID and hybrid_scores == "unread")
+                      read_no_pays_zero=hybrid and hybrid_scores in ("unread", "audited"),
+                      scaled_by_audit=hybrid and hybrid_scores == "audited")
 
 
 @dataclass
@@ -202,7 +207,7 @@ class RewardConfig:
     """in rule mode, score with the reward model on every Nth step only (1: every step): the
     policy trains the same, its hacking curves have a point every N steps"""
     hybrid_scores: str = "rejected"
-    """in the hybrid modes, which of the rule's rejections the reward model's score pays: 'rejected' (every one) or 'unread' (only where the rule could not read the answer or the reference as a number; where it read both as different numbers it pays 0, as the rule does)"""
+    """in the hybrid modes, which of the rule's rejections the reward model's score pays: 'rejected' (every one) or 'unread' (only where the rule could not read the answer or the reference as a number; where it read both as different numbers it pays 0, as the rule does) or 'audited' (as 'unread', the score times the share of the answers it pays beyond the rule that the judge called right among judge.audit's draws, over about the last 20 steps: what such a paid answer is worth; needs judge.audit with judge.audit_from=paid)"""
     judge_rejected: bool = False
     """in rule mode, ask the judge (judge.*) about every rollout the rule rejects and pay 1 where it says right (TinyV's design: the judge as the rule's fallback, no reward model); each distinct answer to a problem is asked once"""
 
@@ -577,6 +582,12 @@ class TrainConfig:
             raise ConfigError(f"judge.audit_from={self.judge.audit_from} says where judge.audit's "
                               "calls are drawn, but judge.audit is 0: set judge.audit=S (a share "
                               "of the calls), or leave judge.audit_from=all")
+        if self.reward.hybrid_scores == "audited" and not (self.judge.audit
+                                                           and self.judge.audit_from == "paid"):
+            raise ConfigError("reward.hybrid_scores=audited scales the pay by what the audit finds "
+                              "among the answers the reward model pays: set judge.audit=S (a share "
+                              "of the calls) and judge.audit_from=paid, with "
+                              "rm_update.labels=judge, or use reward.hybrid_scores=unread")
         if self.rm_update.replay and not self.rm_update.replay_file:
             raise ConfigError("rm_update.replay needs rm_update.replay_file: the labelled rows "
                               "the reward model was trained on (a `cooper rm train` data file)")

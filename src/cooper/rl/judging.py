@@ -45,6 +45,11 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
 
+PRECISION_DECAY = 0.95
+"""the weight a step's audit draws keep per later step in :meth:`RolloutJudge.paid_precision`:
+about the last 20 steps count (20 draws at one a step, a standard error near 0.1), so an exploit
+that grows over a few tens of steps moves the estimate while it grows"""
+
 
 def answer_key(r: Rollout) -> Key:
     """(problem, final answer): what the judge's verdict depends on. A rollout with no final
@@ -70,6 +75,7 @@ class JudgeRound:
     audited: int = 0  # of the calls, drawn at random (``judge.audit``, :func:`audit_order`)
     audited_yes: int = 0  # of those, answered "right"
     extra: int = 0  # of the drawn, beyond the budget (``judge.audit_grow``)
+    paid_precision: float | None = None  # the estimate after this step's draws (with an audit)
 
 
 def judge_metrics(r: JudgeRound) -> dict[str, float]:
@@ -81,6 +87,8 @@ def judge_metrics(r: JudgeRound) -> dict[str, float]:
             "judge/failed": r.failed, "judge/yes": r.yes, "judge/no": r.no,
             "judge/audited": r.audited, "judge/audited_yes": r.audited_yes,
             "judge/audit_extra": r.extra,
+            **({"judge/paid_precision": r.paid_precision} if r.paid_precision is not None
+               else {}),
             "perf/judge": r.seconds}
 
 
@@ -102,6 +110,20 @@ class RolloutJudge:
         self.verdicts: dict[Key, bool] = {}
         self.calls = 0  # new calls over the run, every process's
         self.extra = 0  # draws the next step adds beyond the budget (``audit_grow``)
+        self.audit_right = self.audit_drawn = 0.0  # the audit's verdicts, decayed per step
+
+    def paid_precision(self) -> float:
+        """The share of the answers the reward model pays beyond the rule that are right, as the
+        audit's draws among them say: (right + 1) / (drawn + 2), each step's draws weighed
+        ``PRECISION_DECAY`` less per step since (1/2 before any draw). What
+        ``reward.hybrid_scores=audited`` pays such an answer per unit of score."""
+        return (self.audit_right + 1.0) / (self.audit_drawn + 2.0)
+
+    def observe_audit(self, verdicts: Sequence[bool | None]) -> None:
+        """Count one step's drawn answers (no verdict: not counted) into :meth:`paid_precision`."""
+        decided = [v for v in verdicts if v is not None]
+        self.audit_right = PRECISION_DECAY * self.audit_right + sum(decided)
+        self.audit_drawn = PRECISION_DECAY * self.audit_drawn + len(decided)
 
     def label(self, rollouts: Sequence[Rollout], *, limit: int | None = None
               ) -> tuple[list[bool | None], JudgeRound]:
@@ -163,12 +185,15 @@ class RolloutJudge:
         return {f"judge/{k}": float(v) for k, v in raw.items()}
 
     def state_dict(self) -> dict[str, Any]:
-        return {"calls": self.calls, "extra": self.extra,
+        return {"calls": self.calls, "extra": self.extra, "audit_right": self.audit_right,
+                "audit_drawn": self.audit_drawn,
                 "verdicts": [[p, a, v] for (p, a), v in self.verdicts.items()]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.calls = int(state.get("calls", 0))
         self.extra = int(state.get("extra", 0))
+        self.audit_right = float(state.get("audit_right", 0.0))
+        self.audit_drawn = float(state.get("audit_drawn", 0.0))
         self.verdicts = {(str(p), str(a)): bool(v) for p, a, v in state.get("verdicts", [])}
 
     def close(self) -> None:
@@ -324,8 +349,12 @@ def judged_pool(judge: RolloutJudge, everyone: list[Rollout], *, budget: float,
         candidates = [candidates[j] for j in order]
     labels, judged = judge.label([everyone[i] for i in candidates], limit=asks)
     audited = [judge.verdicts.get(k) for k in drawn]
+    among_paid = bool(judge.audit) and judge.audit_from == "paid"
+    if among_paid:  # what the answers it pays beyond the rule are worth (hybrid_scores=audited)
+        judge.observe_audit(audited)
     judged = replace(judged, rollouts=len(everyone), audited=len(drawn),
-                     audited_yes=sum(v is True for v in audited), extra=asks - limit)
+                     audited_yes=sum(v is True for v in audited), extra=asks - limit,
+                     paid_precision=judge.paid_precision() if among_paid else None)
     # the audit grows while it finds wrong answers: one draw more next step for each it found
     judge.extra = min(judge.audit_grow, sum(v is False for v in audited))
     keep = {i: r for i, r in enumerate(everyone) if r.correct}

@@ -146,6 +146,10 @@ class CooperReward:
             raise ValueError("reward.judge_rejected and rm_update.labels=judge need a judge")
         if judge_rejected and plan.pays is not Payer.VERIFIER:
             raise ValueError("reward.judge_rejected pays where the rule says no: rule mode only")
+        if plan.scaled_by_audit and not (judge and judge.audit and judge.audit_from == "paid"):
+            raise ValueError("reward.hybrid_scores=audited scales the pay by the audit's draws "
+                             "among the paid answers: it needs a judge with judge.audit > 0 and "
+                             "judge.audit_from=paid (with rm_update.labels=judge)")
         if u.replay_judged and not self.judge_labels:
             raise ValueError("rm_update.replay_judged replays the judge's labels: it needs "
                              "rm_update.labels=judge and an updating reward mode")
@@ -256,7 +260,7 @@ class CooperReward:
 
     def rewards(self, rollouts: Sequence[Rollout]) -> list[float]:
         """The policy's reward per rollout (:func:`cooper.rl.pay.pay`)."""
-        return pay(rollouts, self.plan)
+        return pay(rollouts, self.plan, self.judge.paid_precision() if self.judge else 1.0)
 
     def _prepare_stage2(self, everyone: list[Rollout], step: int) -> None:
         rng = random.Random(f"{self.seed}:{step}:positives")

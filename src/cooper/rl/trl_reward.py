@@ -142,7 +142,8 @@ class CooperRewardFunction:
     hacking signals), ``"hybrid"`` (the verifier pays 1 where it accepts, the frozen reward
     model's score elsewhere: for a verifier that misses right answers) or ``"hybrid_cooper"``
     (the same, updated every step); ``hybrid_scores="unread"`` pays 0 where the rule read two
-    different numbers (``reward.hybrid_scores``). ``reference_column``: the dataset column with
+    different numbers, ``"audited"`` also scales the rest by the audit's estimate of how many
+    answers the reward model pays are right (``reward.hybrid_scores``). ``reference_column``: the dataset column with
     each problem's final answer; ``question_column``: the one with its text (None: the prompt's
     last user message, less this project's boxed-answer instruction; a named column the dataset
     lacks is an error); ``id_column``: a problem id (None: the question groups the samples).
