@@ -141,18 +141,17 @@ class CooperRewardFunction:
     ``"rule"`` (the verifier pays; the reward model, if given, is only scored, to log the
     hacking signals), ``"hybrid"`` (the verifier pays 1 where it accepts, the frozen reward
     model's score elsewhere: for a verifier that misses right answers) or ``"hybrid_cooper"``
-    (the same, updated every step); ``hybrid_scores="unread"`` pays 0 where the rule read two
-    different numbers, ``"audited"`` also scales the rest by the audit's estimate of how many
-    answers the reward model pays are right (``reward.hybrid_scores``). ``reference_column``: the dataset column with
-    each problem's final answer; ``question_column``: the one with its text (None: the prompt's
-    last user message, less this project's boxed-answer instruction; a named column the dataset
-    lacks is an error); ``id_column``: a problem id (None: the question groups the samples).
+    (the same, updated every step); ``hybrid_scores``: ``reward.hybrid_scores`` ("unread": 0
+    where the rule read two different numbers; "audited": the rest also scaled by the audit).
+    ``reference_column``: the dataset column with each problem's final answer;
+    ``question_column``: its text (None: the prompt's last user message, less this project's
+    boxed-answer instruction; a named column the dataset lacks is an error); ``id_column``: a
+    problem id (None: the question groups the samples).
     The reward-model update's settings are :class:`~cooper.config.train.RMUpdateConfig`'s,
     given as an object (``rm_update=``) or as keywords (``negatives="rollouts", epochs=3,
     lr=1e-5, ...``). ``negatives="assistant"`` or ``"both"`` needs ``assistant``
     (:class:`~cooper.config.train.AssistantConfig`: an endpoint, the rule rewrite, or a local
-    model with its own ``model``). ``dtype="bfloat16"`` computes the reward model in bfloat16
-    and keeps float32 master copies of the weights it trains.
+    model). ``dtype="bfloat16"``: the reward model in bfloat16, float32 master weights.
 
     ``judge``: a :class:`~cooper.labelling.judge.Judge` or a ``JudgeConfig``, asked with
     ``labels="judge"`` (``judge_budget``, ``judge_threshold``: ``judge.*``) or, in ``rule``
