@@ -218,7 +218,8 @@ def test_the_judged_preset_is_hacking_cpu_with_blind_cpus_judged_arm():
     judged = load_experiment("hacking_cpu_judged").validate()
     assert judged.arm_list == [*base.arm_list, "cooper_judged", "cooper_judged_read",
                                "cooper_judged_read_replay_anchor",
-                               "cooper_judged_read_replay16_anchor"]
+                               "cooper_judged_read_replay16_anchor",
+                               "cooper_judged_read_replay16_anchor_b05_lr_auditpaid_worth"]
     for arm in base.arm_list:
         assert judged.arm_train(arm).to_dict() == base.arm_train(arm).to_dict()
     assert (judged.setup, judged.rm_init, judged.probe, judged.final_eval) == (
@@ -258,3 +259,20 @@ def test_the_replay_and_anchor_arm_is_the_read_arm_with_the_setups_rows_replayed
         load_experiment("blind_cpu", ["rm_init.triples=0", "probe.min_accuracy=null",
                                       "probe.min_recall_missed=null"]).validate()
 
+
+def test_the_audited_arm_is_the_16_row_arm_at_a_quarter_of_the_calls_with_its_pay_audited():
+    """The quarter-calls arm (docs/experiment_blind.md, fresh seeds 30-34; there from a preset
+    file beside blind_cpu, so that one seed of blind_cpu's arms stays within its time) ships in
+    hacking_cpu_judged for its no-harm check, and differs from the 16-row arm only in the five
+    settings the docs name: half the budget, half the update's step, a third of the calls drawn
+    among the paid answers, and the pay beyond the rule scaled by those draws."""
+    judged = load_experiment("hacking_cpu_judged").validate()
+    arm = judged.arm_train("cooper_judged_read_replay16_anchor_b05_lr_auditpaid_worth").to_dict()
+    sixteen = judged.arm_train("cooper_judged_read_replay16_anchor").to_dict()
+    assert (arm["judge"]["budget"], arm["rm_update"]["lr"], arm["judge"]["audit"],
+            arm["judge"]["audit_from"], arm["reward"]["hybrid_scores"]) == (
+        0.05, 2.5e-5, 0.33, "paid", "audited")
+    for section, key in (("judge", "budget"), ("rm_update", "lr"), ("judge", "audit"),
+                         ("judge", "audit_from"), ("reward", "hybrid_scores")):
+        arm[section][key] = sixteen[section][key]
+    assert arm == sixteen
