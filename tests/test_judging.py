@@ -100,6 +100,7 @@ def test_the_judges_settings_are_checked():
         (["judge.audit_from=paid"], "judge.audit is 0"),
         (["judge.audit=0.5", "judge.audit_grow=-1"], "0 or more"),
         (["judge.audit_grow=2"], "judge.audit is 0"),
+        (["judge.order=random"], "not one of: paid, doubtful"),
         (["judge.backend=endpoint"], "judge.base_url"),
         (["judge.backend=local"], "judge.model"),
         (["judge.mode=choice"], "judge.backend=local"),
@@ -112,6 +113,9 @@ def test_the_judges_settings_are_checked():
     with pytest.raises(ConfigError, match="judge.audit orders"):
         load_config(None, ["reward.mode=rule", "reward.judge_rejected=true",
                            "judge.backend=gold", "judge.audit=0.5"]).validate()
+    with pytest.raises(ConfigError, match="judge.order=doubtful orders"):
+        load_config(None, ["reward.mode=rule", "reward.judge_rejected=true",
+                           "judge.backend=gold", "judge.order=doubtful"]).validate()
     with pytest.raises(ConfigError, match="reward.mode=rule"):
         load_config(None, ["reward.mode=cooper", "reward.model=m", "reward.judge_rejected=true",
                            "judge.backend=gold"]).validate()
@@ -219,6 +223,32 @@ def test_which_rejections_the_update_trusts_and_which_it_asks_about():
     trusted, candidates = stage2_candidates(rollouts, threshold=0.5)
     assert trusted == [1]
     assert candidates == [4, 2, 3, 5]  # the highest-paid first
+    # judge.order=doubtful: nearest the threshold first (0.7 and 0.3 tie at 0.2: sampling order)
+    assert stage2_candidates(rollouts, 0.5, "doubtful") == ([1], [2, 3, 4, 5])
+    assert stage2_candidates(rollouts, 0.8, "doubtful") == ([1, 2], [4, 3, 5])
+
+
+def test_a_doubtful_order_spends_the_budget_where_the_reward_model_is_unsure():
+    # six answers in words (all candidates): three paid with confidence, right and wrong
+    rollouts = [roll("a", "fifty-five", "55", score=0.99), roll("b", "yes", "True", score=0.98),
+                roll("a", "fifty-four", "55", score=0.95), roll("a", "fifty-six", "55", score=0.54),
+                roll("b", "no", "True", score=0.45), roll("a", "fifty", "55", score=0.02)]
+
+    def asked(order: str) -> list[str]:
+        judge = CountingJudge()
+        judged_pool(RolloutJudge(judge, order=order), rollouts, budget=0.5, threshold=0.5)
+        return [item.solution for item in judge.asked]
+
+    assert asked("paid") == [r.completion for r in rollouts[:3]]
+    assert asked("doubtful") == [rollouts[i].completion for i in (3, 4, 2)]
+    cfg = load_config(None, ["reward.mode=hybrid_cooper", "reward.model=m",
+                             "rm_update.labels=judge", "judge.backend=gold",
+                             "judge.order=doubtful"]).validate()
+    assert rollout_judge(cfg).order == "doubtful"
+    asked_judge, _, _ = drop_in_judge(cfg.judge, labels="judge", judge_rejected=False,
+                                      mode="hybrid_cooper", updates=True, budget=0.1,
+                                      threshold=0.5)
+    assert asked_judge is not None and asked_judge.order == "doubtful"
 
 
 def test_the_judged_pool_labels_what_was_judged_and_leaves_out_the_rest():

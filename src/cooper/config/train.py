@@ -330,6 +330,7 @@ class AssistantConfig:
 
 
 JUDGE_BACKENDS = ("none", "gold", "local", "endpoint")
+JUDGE_ORDERS = ("paid", "doubtful")  # judge.order: highest-paid first, or nearest the threshold
 
 
 @dataclass
@@ -360,10 +361,12 @@ class JudgeConfig:
     """rm_update.labels=judge: new judge calls a step, at most this share of the step's rollouts (answers judged before are free); reward.judge_rejected asks about every rejection"""
     threshold: float = 0.5
     """rm_update.labels=judge: a rule-rejected rollout the reward model pays at least this much is a disagreement, judged first"""
+    order: str = "paid"
+    """rm_update.labels=judge: which candidates the judge is asked about first: 'paid' (the highest-paid first: the disagreements the reward model is surest of) or 'doubtful' (the reward model's score nearest judge.threshold first: the answers it is least sure of, uncertainty sampling); unscored ones last either way"""
     audit: float = 0.0
-    """rm_update.labels=judge: the share of a step's new judge calls (rounded, halves up) drawn at random, seeded by the run's seed and the step, from the candidates the highest-paid-first order would not reach; 0 asks the highest-paid first only"""
+    """rm_update.labels=judge: the share of a step's new judge calls (rounded, halves up) drawn at random, seeded by the run's seed and the step, from the candidates judge.order would not reach; 0 asks in that order only"""
     audit_from: str = "all"
-    """judge.audit: draw among every candidate beyond the highest-paid order ('all'), or only among those the reward model pays at least judge.threshold ('paid': the wrong answers the policy is paid for)"""
+    """judge.audit: draw among every candidate beyond judge.order's reach ('all'), or only among those the reward model pays at least judge.threshold ('paid': the wrong answers the policy is paid for)"""
     audit_grow: int = 0
     """judge.audit: at most this many draws a step beyond judge.budget, one for each drawn answer the judge called wrong the step before (the audit asks more while it finds wrong answers); 0 keeps every step within the budget"""
 
@@ -388,6 +391,7 @@ class JudgeConfig:
             raise ConfigError(f"judge.audit is a share of a step's judge calls in [0, 1], got "
                               f"{self.audit}")
         choice("judge.audit_from", self.audit_from, ("all", "paid"))
+        choice("judge.order", self.order, JUDGE_ORDERS)
         if self.audit_grow < 0:
             raise ConfigError(f"judge.audit_grow is a number of extra judge calls a step, 0 or "
                               f"more, got {self.audit_grow}")
@@ -578,6 +582,10 @@ class TrainConfig:
         if self.judge.audit and self.rm_update.labels != "judge":
             raise ConfigError("judge.audit orders the judge's calls for rm_update.labels=judge, "
                               "which is off: set rm_update.labels=judge, or judge.audit=0")
+        if self.judge.order != "paid" and self.rm_update.labels != "judge":
+            raise ConfigError(f"judge.order={self.judge.order} orders the judge's calls for "
+                              "rm_update.labels=judge, which is off: set rm_update.labels=judge, "
+                              "or leave judge.order=paid")
         if self.judge.audit_from != "all" and not self.judge.audit:
             raise ConfigError(f"judge.audit_from={self.judge.audit_from} says where judge.audit's "
                               "calls are drawn, but judge.audit is 0: set judge.audit=S (a share "

@@ -102,9 +102,9 @@ class RolloutJudge:
 
     def __init__(self, judge: Judge, *, collective: Collective | None = None,
                  audit: float = 0.0, seed: int = 0, audit_from: str = "all",
-                 audit_grow: int = 0):
+                 audit_grow: int = 0, order: str = "paid"):
         self.judge = judge
-        self.audit, self.seed, self.audit_from = audit, seed, audit_from
+        self.audit, self.seed, self.audit_from, self.order = audit, seed, audit_from, order
         self.audit_grow = audit_grow
         self.collective = collective or SingleProcess()
         self.verdicts: dict[Key, bool] = {}
@@ -214,7 +214,8 @@ def rollout_judge(cfg: TrainConfig, collective: Collective | None = None) -> Rol
 def audit_settings(cfg: JudgeConfig) -> dict[str, Any]:
     """The ``judge.audit*`` settings as :class:`RolloutJudge`'s keyword arguments: one place for
     both a ``cooper train`` run's judge and the drop-in's."""
-    return {"audit": cfg.audit, "audit_from": cfg.audit_from, "audit_grow": cfg.audit_grow}
+    return {"audit": cfg.audit, "audit_from": cfg.audit_from, "audit_grow": cfg.audit_grow,
+            "order": cfg.order}
 
 
 def drop_in_judge(judge: Judge | JudgeConfig | None, *, labels: str, judge_rejected: bool,
@@ -253,16 +254,20 @@ def paid_score(r: Rollout) -> float | None:
     return r.rm_score if r.rm_score is not None and math.isfinite(r.rm_score) else None
 
 
-def stage2_candidates(rollouts: Sequence[Rollout], threshold: float) -> tuple[list[int], list[int]]:
+def stage2_candidates(rollouts: Sequence[Rollout], threshold: float, order: str = "paid"
+                      ) -> tuple[list[int], list[int]]:
     """How Cooper's update labels the rule's rejections with a judge (``rm_update.labels=judge``):
     (trusted negatives, candidates for the judge), as indices into ``rollouts``.
 
     The rule's "no" is trusted where it read the answer and the reference as different numbers
     (:func:`~cooper.rl.blind_spot.rule_read`) and the reward model pays under ``threshold``. Where
     it rejects and the reward model pays at least ``threshold`` (they disagree), or it could not
-    read the answer or the reference (its "no" says nothing), the judge decides; candidates come
-    highest-paid first, so the disagreements the reward model is surest of are judged first.
-    A rollout the rule accepts is neither (it is a positive)."""
+    read the answer or the reference (its "no" says nothing), the judge decides. ``order``
+    (``judge.order``): ``"paid"`` puts the highest-paid candidates first, so the disagreements
+    the reward model is surest of are judged first; ``"doubtful"`` puts first those it pays
+    nearest ``threshold``, the answers it is least sure of (uncertainty sampling: a small budget
+    spent highest-paid first mostly confirms answers it already pays rightly). Unscored
+    candidates come last either way. A rollout the rule accepts is neither (it is a positive)."""
     trusted, candidates = [], []
     for i, r in enumerate(rollouts):
         if r.correct:
@@ -274,11 +279,13 @@ def stage2_candidates(rollouts: Sequence[Rollout], threshold: float) -> tuple[li
         else:
             candidates.append(i)
 
-    def paid(i: int) -> float:
+    def first(i: int) -> float:  # the smaller, the sooner asked
         s = paid_score(rollouts[i])
-        return s if s is not None else -math.inf
+        if s is None:
+            return math.inf
+        return -s if order == "paid" else abs(s - threshold)
 
-    return trusted, sorted(candidates, key=paid, reverse=True)  # stable: ties in sampling order
+    return trusted, sorted(candidates, key=first)  # stable: ties in sampling order
 
 
 def audit_order(keys: Sequence[Key], known: Container[Key], limit: int, share: float,
@@ -334,7 +341,7 @@ def judged_pool(judge: RolloutJudge, everyone: list[Rollout], *, budget: float,
     judge's ``audit``, and its ``extra`` draws: one for each drawn answer it called wrong the step
     before, at most ``audit_grow``); a rollout with no label is left out. With ``gold``
     (testbeds), also the share of the judge's labels that the gold judge shares (else None)."""
-    trusted, candidates = stage2_candidates(everyone, threshold)
+    trusted, candidates = stage2_candidates(everyone, threshold, judge.order)
     limit = asks = math.floor(budget * len(everyone))
     drawn: list[Key] = []
     if judge.audit:
