@@ -219,7 +219,8 @@ def test_the_judged_preset_is_hacking_cpu_with_blind_cpus_judged_arm():
     assert judged.arm_list == [*base.arm_list, "cooper_judged", "cooper_judged_read",
                                "cooper_judged_read_replay_anchor",
                                "cooper_judged_read_replay16_anchor",
-                               "cooper_judged_read_replay16_anchor_b05_lr_auditpaid_worth"]
+                               "cooper_judged_read_replay16_anchor_b05_lr_auditpaid_worth",
+                               "cooper_judged_read_replay16_anchor_b05_lr_auditpaid_worth_doubt"]
     for arm in base.arm_list:
         assert judged.arm_train(arm).to_dict() == base.arm_train(arm).to_dict()
     assert (judged.setup, judged.rm_init, judged.probe, judged.final_eval) == (
@@ -276,3 +277,16 @@ def test_the_audited_arm_is_the_16_row_arm_at_a_quarter_of_the_calls_with_its_pa
                          ("judge", "audit_from"), ("reward", "hybrid_scores")):
         arm[section][key] = sixteen[section][key]
     assert arm == sixteen
+
+
+def test_the_doubtful_arm_is_the_audited_arm_asking_where_the_reward_model_is_unsure():
+    """The audited arm with judge.order=doubtful (docs/experiment_blind.md, validation seeds 6, 8
+    and 14; there from a preset file) ships in hacking_cpu_judged for its no-harm check, and
+    differs from the audited arm in that one setting only."""
+    judged = load_experiment("hacking_cpu_judged").validate()
+    arm = judged.arm_train("cooper_judged_read_replay16_anchor_b05_lr_auditpaid_worth_doubt")
+    audited = judged.arm_train("cooper_judged_read_replay16_anchor_b05_lr_auditpaid_worth")
+    assert (arm.judge.order, audited.judge.order) == ("doubtful", "paid")
+    doubtful = arm.to_dict()
+    doubtful["judge"]["order"] = "paid"
+    assert doubtful == audited.to_dict()
