@@ -55,6 +55,19 @@ class CountingJudge:
         pass
 
 
+def judges_with(*settings: str) -> tuple[RolloutJudge, RolloutJudge]:
+    """The judge a `cooper train` run asks and the TRL drop-in's, both from judged labels with
+    the gold judge and ``settings``."""
+    cfg = load_config(None, ["reward.mode=hybrid_cooper", "reward.model=m",
+                             "rm_update.labels=judge", "judge.backend=gold", *settings]).validate()
+    in_training = rollout_judge(cfg)
+    in_drop_in, _, _ = drop_in_judge(cfg.judge, labels="judge", judge_rejected=False,
+                                     mode="hybrid_cooper", updates=True, budget=0.1,
+                                     threshold=0.5)
+    assert in_training is not None and in_drop_in is not None
+    return in_training, in_drop_in
+
+
 # ------------------------------------------------------------------ the gold judge
 
 def test_the_gold_judge_behind_the_judge_interface():
@@ -241,14 +254,8 @@ def test_a_doubtful_order_spends_the_budget_where_the_reward_model_is_unsure():
 
     assert asked("paid") == [r.completion for r in rollouts[:3]]
     assert asked("doubtful") == [rollouts[i].completion for i in (3, 4, 2)]
-    cfg = load_config(None, ["reward.mode=hybrid_cooper", "reward.model=m",
-                             "rm_update.labels=judge", "judge.backend=gold",
-                             "judge.order=doubtful"]).validate()
-    assert rollout_judge(cfg).order == "doubtful"
-    asked_judge, _, _ = drop_in_judge(cfg.judge, labels="judge", judge_rejected=False,
-                                      mode="hybrid_cooper", updates=True, budget=0.1,
-                                      threshold=0.5)
-    assert asked_judge is not None and asked_judge.order == "doubtful"
+    in_training, in_drop_in = judges_with("judge.order=doubtful")
+    assert in_training.order == in_drop_in.order == "doubtful"
 
 
 def test_the_judged_pool_labels_what_was_judged_and_leaves_out_the_rest():
@@ -395,14 +402,8 @@ def test_an_audit_from_the_paid_draws_only_answers_the_reward_model_pays():
     paid = {rollouts[i].completion for i in range(1, 5)}
     assert len(draws("paid")) > 1 and draws("paid") <= paid
     assert draws("all") - paid  # from every candidate, the unpaid ones are drawn too
-    cfg = load_config(None, ["reward.mode=hybrid_cooper", "reward.model=m",
-                             "rm_update.labels=judge", "judge.backend=gold", "judge.audit=0.33",
-                             "judge.audit_from=paid"]).validate()
-    assert rollout_judge(cfg).audit_from == "paid"
-    asked_judge, _, _ = drop_in_judge(cfg.judge, labels="judge", judge_rejected=False,
-                                      mode="hybrid_cooper", updates=True, budget=0.1,
-                                      threshold=0.5)
-    assert asked_judge is not None and asked_judge.audit_from == "paid"
+    in_training, in_drop_in = judges_with("judge.audit=0.33", "judge.audit_from=paid")
+    assert in_training.audit_from == in_drop_in.audit_from == "paid"
 
 
 # ------------------------------------------------------------------ in a step
