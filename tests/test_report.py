@@ -319,6 +319,39 @@ def test_report_of_an_unfinished_experiment_says_so(tmp_path):
     assert "interval" not in result and "- Hacked: fixed RM." in result
 
 
+def test_a_seed_whose_setup_failed_its_pre_check_is_left_out_and_named(tmp_path):
+    from cooper.errors import UserError
+
+    folder = synthetic_experiment(tmp_path / "exp", seeds=(0, 1), arms=("rule", "cooper"))
+    # seed 2: listed by a later run whose setup failed the pre-check, so no arm ran on it
+    settings = yaml.safe_load((folder / "experiment.yaml").read_text())
+    (folder / "experiment.yaml").write_text(yaml.safe_dump({**settings, "seeds": "0,1,2"},
+                                                           sort_keys=False))
+    (folder / "seed-2" / "setup").mkdir(parents=True)
+    (folder / "seed-2" / "setup" / "failed.json").write_text(json.dumps(
+        {"failed": "the initial reward model is right on 89.5% of the probe.", "seconds": 9.0}))
+    md = build_report(folder).markdown.read_text()
+    assert ("Seed 2 left out: its setup failed the testbed's pre-check, so no arm ran on it "
+            "(the initial reward model is right on 89.5% of the probe).") in md
+    assert "Incomplete" not in md  # not waiting for it
+    assert "2 seeds (0, 1)" in _section(md, "Result")
+    assert "| 2 |" not in _section(md, "Seeds")
+    # a failed setup rerun that passes writes setup.json: the seed is reported again
+    (folder / "seed-2" / "setup" / "setup.json").write_text(
+        (folder / "seed-1" / "setup" / "setup.json").read_text())
+    md = build_report(folder).markdown.read_text()
+    assert "left out" not in md and "setup (seed 2)" not in md
+    assert "Incomplete: rule (seed 2), cooper (seed 2) not finished yet" in md
+    # every seed failed: nothing to report, and the error says why
+    for seed in (0, 1):
+        (folder / f"seed-{seed}" / "setup" / "setup.json").unlink()
+        (folder / f"seed-{seed}" / "setup" / "failed.json").write_text(
+            json.dumps({"failed": "out of band"}))
+    (folder / "seed-2" / "setup" / "setup.json").unlink()
+    with pytest.raises(UserError, match="no seed has a setup to report on. Seed 0 left out"):
+        build_report(folder)
+
+
 def test_a_curve_no_run_logged_is_left_out_not_drawn_empty(tmp_path):
     folder = synthetic_experiment(tmp_path / "exp", seeds=(0,), arms=("rule", "rm"))
     first = build_report(folder)  # every curve logged: every figure

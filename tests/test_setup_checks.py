@@ -84,6 +84,13 @@ def test_a_policy_out_of_band_stops_the_setup_before_any_arm(tmp_path):
     assert "setup.policy=tiny-arith-2x1" in err  # what to do
     assert not (out / "seed-0" / "arms").exists() or not any((out / "seed-0" / "arms").iterdir())
     assert not (out / "seed-0" / "setup" / "setup.json").exists()
+    # the failure is kept beside the setup, so that the report says why the seed has no arm
+    failed = json.loads((out / "seed-0" / "setup" / "failed.json").read_text())
+    assert "outside the preset's band 30.0% to 70.0%" in " ".join(failed["failed"].split())
+    report = run_cli("report", out, check=False)
+    assert report.returncode != 0
+    assert "Seed 0 left out: its setup failed the testbed's pre-check" in " ".join(
+        report.stderr.split())
 
 
 def test_an_untrained_reward_model_stops_the_setup_before_any_arm(tmp_path):

@@ -45,7 +45,7 @@ from cooper.experiment.testbed import (
 )
 from cooper.infra.files import read_json, write_json
 from cooper.infra.models import embedded_trunk
-from cooper.report.experiment_layout import seed_dir, setup_dir
+from cooper.report.experiment_layout import SETUP_FAILED_FILE, seed_dir, setup_dir
 from cooper.rm.model import RewardModel
 from cooper.rm.training import evaluate, train_bce
 from cooper.types import LabelledTriple, Triple
@@ -305,6 +305,15 @@ def run_setup(exp: ExperimentConfig, out: Path) -> Setup:
     folder.mkdir(parents=True)
     log.info("%s/setup: building", out.name)
     t0 = time.perf_counter()
+    try:
+        return _build_setup(exp, out, folder, t0)
+    except SetupCheckError as e:  # kept, so that the report says why this seed has no arm
+        write_json(folder / SETUP_FAILED_FILE,
+                   {"failed": str(e), "seconds": time.perf_counter() - t0})
+        raise
+
+
+def _build_setup(exp: ExperimentConfig, out: Path, folder: Path, t0: float) -> Setup:
     seed = exp.train.seed
     s = exp.setup
     policy = (str(_tiny_model(s.policy, "policy", folder, seed)) if s.policy in TINY_NAMES

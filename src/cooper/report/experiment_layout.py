@@ -3,7 +3,8 @@
 ```
 OUT/experiment.yaml        resolved settings (a rerun with other settings is refused)
 OUT/experiment.json        software versions, one entry per session
-OUT/seed-S/setup/          what every arm of seed S starts from (setup.json written last)
+OUT/seed-S/setup/          what every arm of seed S starts from (setup.json written last;
+                           failed.json instead where it failed the testbed's pre-check)
 OUT/seed-S/arms/ARM/       a `cooper train` run folder + trained.json, final_eval.json, arm.json
                            and, when the last policies are scored, final_eval_last.json (their
                            mean: the headline) and final_eval.step-N.json (one kept policy);
@@ -33,6 +34,9 @@ SETTINGS_FILE = "experiment.yaml"
 STATUS_FILE = "experiment.json"
 LAST_POLICIES_FILE = "final_eval_last.json"
 """an arm's headline: the mean over its last policies (``final_eval.policies``)"""
+SETUP_FAILED_FILE = "failed.json"
+"""a seed's setup that failed the testbed's pre-check (``SetupCheckError``): its message, so that
+the report leaves the seed out and says why, instead of calling it unfinished"""
 RM_CHECK_FILE = "rm_check.json"
 """an arm's reward model before and after, on the same answers (``cooper experiment rm-check``)"""
 

@@ -40,6 +40,7 @@ from cooper.report.experiment_layout import (
     LAST_POLICIES_FILE,
     RM_CHECK_FILE,
     SETTINGS_FILE,
+    SETUP_FAILED_FILE,
     STATUS_FILE,
     arm_dir,
     arm_specs,
@@ -239,6 +240,23 @@ def incomplete_note(arms: list[Arm], seeds: list[int], setups: list[dict | None]
     return note
 
 
+def setup_failures(seeds: list[tuple[int, Path]]) -> dict[int, str]:
+    """{seed: why} for the seeds whose setup failed the testbed's pre-check: no arm ran on them,
+    so the report leaves them out (and says so) instead of waiting for them."""
+    failed = {}
+    for s, f in seeds:
+        if read_record(setup_dir(f) / "setup.json") is None:
+            record = read_record(setup_dir(f) / SETUP_FAILED_FILE)
+            if record is not None:
+                failed[s] = str(record.get("failed", "no reason recorded"))
+    return failed
+
+
+def left_out_note(failed: dict[int, str]) -> str:
+    return " ".join(f"Seed {s} left out: its setup failed the testbed's pre-check, so no arm ran "
+                    f"on it ({why.rstrip('.')})." for s, why in failed.items())
+
+
 def build_report(folder: str | Path, out: str | Path | None = None) -> ReportPaths:
     """Write the plots, ``report.md`` and ``report.html``; returns where they went."""
     folder = Path(folder)
@@ -249,6 +267,10 @@ def build_report(folder: str | Path, out: str | Path | None = None) -> ReportPat
     settings = read_settings(folder)
     status = read_record(folder / STATUS_FILE) or {}
     seeds = seed_folders(folder, settings)
+    failed = setup_failures(seeds)
+    seeds = [(s, f) for s, f in seeds if s not in failed]
+    if failed and not seeds:
+        raise UserError(f"{folder}: no seed has a setup to report on. {left_out_note(failed)}")
     seed_ids = [s for s, _ in seeds]
     setups = [read_record(setup_dir(f) / "setup.json") for _, f in seeds]
     arms = load_arms(settings, seeds)
@@ -264,6 +286,7 @@ def build_report(folder: str | Path, out: str | Path | None = None) -> ReportPat
               else "verifier-scored")
     versions = [["software", "version"]] + [[k, str(v)] for k, v in status.get("versions", {}).items()]
     blocks: list[Block] = [("h1", TITLE), *([("note", note)] if note else []),
+                           *([("note", left_out_note(failed))] if failed else []),
                            *result_blocks(arms, seed_ids, validities),
                            *verdict_blocks(arms, validities, setups)]
     blocks += [
