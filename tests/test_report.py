@@ -352,6 +352,27 @@ def test_a_seed_whose_setup_failed_its_pre_check_is_left_out_and_named(tmp_path)
         build_report(folder)
 
 
+def test_a_long_arm_label_puts_the_legend_under_the_curves_whole(tmp_path):
+    import warnings
+
+    from PIL import Image
+
+    folder = synthetic_experiment(tmp_path / "exp", seeds=(0,), arms=("rule", "cooper_x"))
+    settings = yaml.safe_load((folder / "experiment.yaml").read_text())
+    long = "Cooper X, " + ", ".join(f"setting {i} changed" for i in range(12))  # 230 characters
+    settings["arms"]["cooper_x"]["label"] = long
+    (folder / "experiment.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
+    with warnings.catch_warnings():
+        # inside the axes such a legend covered the curves, ran off the figure and made
+        # matplotlib warn that no tight layout fits
+        warnings.simplefilter("error")
+        build_report(folder)
+    width, height = Image.open(folder / "report" / "heldout_accuracy.png").size
+    assert width <= 720 and height > 430  # 700 x 400 drawn, grown downwards for the legend
+    build_report(synthetic_experiment(tmp_path / "short", seeds=(0,), arms=("rule", "cooper_x")))
+    assert Image.open(tmp_path / "short" / "report" / "heldout_accuracy.png").size[1] <= 400
+
+
 def test_a_curve_no_run_logged_is_left_out_not_drawn_empty(tmp_path):
     folder = synthetic_experiment(tmp_path / "exp", seeds=(0,), arms=("rule", "rm"))
     first = build_report(folder)  # every curve logged: every figure

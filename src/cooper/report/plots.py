@@ -11,6 +11,7 @@ matplotlib is imported only when a plot is drawn, with the file-only Agg backend
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 from cooper.report.figures import Arm, Run, band, moving_average, window_for
@@ -28,6 +29,29 @@ PALETTE = ("#8172b3", "#dd8452", "#937860", "#da8bc3", "#64b5cd", "#ccb974", "#8
 def arm_label(name: str, label: str | None = None) -> str:
     """An arm's display name: its ``label`` setting, the paper arm's name, or its own name."""
     return label or ARM_LABELS.get(name, name)
+
+
+LEGEND_INSIDE = 40
+"""the longest label a legend inside the axes takes; with a longer one (an arm's ``label`` runs
+to 250 characters on the blind-rule testbed) the legend goes under the axes, wrapped, since
+inside it covered the curves and ran off the figure"""
+
+
+def _legend(ax, fontsize: int) -> list:
+    """The legend where it fits: inside the axes (matplotlib's best corner) for short labels,
+    else under them, wrapped and out of the layout; returns the artists ``savefig`` must take
+    in besides the axes (the figure grows to hold the legend under them)."""
+    handles, labels = ax.get_legend_handles_labels()
+    if not handles:
+        return []
+    if max(map(len, labels)) <= LEGEND_INSIDE:
+        ax.legend(loc="best", fontsize=fontsize)
+        return []
+    legend = ax.legend(handles, [textwrap.fill(text, 100) for text in labels],
+                       loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=fontsize - 1,
+                       frameon=False)
+    legend.set_in_layout(False)  # tight_layout keeps the axes' size; the saved figure grows
+    return [legend]
 
 
 def arm_colors(names: list[str]) -> dict[str, str]:
@@ -83,9 +107,9 @@ def _plot(arms: list[Arm], key_of, title: str, ylabel: str, path: Path, *,
     if ylim:
         ax.set_ylim(*ylim)
     ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize=9)
+    outside = _legend(ax, 9)
     fig.tight_layout()
-    fig.savefig(path)
+    fig.savefig(path, bbox_inches="tight", bbox_extra_artists=outside)
     plt.close(fig)
     return path
 
@@ -210,11 +234,11 @@ def accuracy_against_calls(arms: list[Arm], path: Path) -> Path:
                     color=colors[a.name], capsize=3, label=a.label)
     ax.set_title("Final accuracy against judge calls (mean and range over seeds)")
     ax.set_xlabel("judge calls a training step")
+    ax.set_xlim(left=0)  # calls on their whole scale: TinyV's 12 a step beside a quarter of it
     ax.set_ylabel("final accuracy (%)")
     ax.grid(alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="best", fontsize=8)
+    outside = _legend(ax, 8)
     fig.tight_layout()
-    fig.savefig(path)
+    fig.savefig(path, bbox_inches="tight", bbox_extra_artists=outside)
     plt.close(fig)
     return path
