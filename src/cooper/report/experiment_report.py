@@ -240,15 +240,15 @@ def incomplete_note(arms: list[Arm], seeds: list[int], setups: list[dict | None]
     return note
 
 
-def setup_failures(seeds: list[tuple[int, Path]]) -> dict[int, str]:
-    """{seed: why} for the seeds whose setup failed the testbed's pre-check: no arm ran on them,
-    so the report leaves them out (and says so) instead of waiting for them."""
+def setup_failures(seeds: list[tuple[int, Path]], setups: list[dict | None]) -> dict[int, str]:
+    """{seed: why} for the seeds without a ``setup.json`` (``setups``: None) whose setup failed
+    the testbed's pre-check: no arm ran on them, so the report leaves them out (and says so)
+    instead of waiting for them."""
     failed = {}
-    for s, f in seeds:
-        if read_record(setup_dir(f) / "setup.json") is None:
-            record = read_record(setup_dir(f) / SETUP_FAILED_FILE)
-            if record is not None:
-                failed[s] = str(record.get("failed", "no reason recorded"))
+    for (s, f), setup in zip(seeds, setups, strict=True):
+        record = None if setup else read_record(setup_dir(f) / SETUP_FAILED_FILE)
+        if record is not None:
+            failed[s] = str(record.get("failed", "no reason recorded"))
     return failed
 
 
@@ -267,12 +267,14 @@ def build_report(folder: str | Path, out: str | Path | None = None) -> ReportPat
     settings = read_settings(folder)
     status = read_record(folder / STATUS_FILE) or {}
     seeds = seed_folders(folder, settings)
-    failed = setup_failures(seeds)
-    seeds = [(s, f) for s, f in seeds if s not in failed]
+    setups = [read_record(setup_dir(f) / "setup.json") for _, f in seeds]
+    failed = setup_failures(seeds, setups)
+    if failed:  # left out, and named in a note below
+        kept = [i for i, (s, _) in enumerate(seeds) if s not in failed]
+        seeds, setups = [seeds[i] for i in kept], [setups[i] for i in kept]
     if failed and not seeds:
         raise UserError(f"{folder}: no seed has a setup to report on. {left_out_note(failed)}")
     seed_ids = [s for s, _ in seeds]
-    setups = [read_record(setup_dir(f) / "setup.json") for _, f in seeds]
     arms = load_arms(settings, seeds)
     target = report_dir(folder, out)  # after the reading: a bad file leaves no folder
     plots = make_plots(arms, target)
