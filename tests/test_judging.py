@@ -7,24 +7,23 @@ from __future__ import annotations
 
 import json
 import math
-import random
 from functools import partial
 
 import pytest
 
 from cooper.config import load_config
 from cooper.config.engine import ConfigError
+from cooper.config.train import JudgeConfig
 from cooper.labelling.judge import GoldJudge, JudgeItem, JudgeVerdict, judge_from_config
 from cooper.rl.judging import (
+    JudgeUnavailable,
     RolloutJudge,
     answer_key,
-    audit_order,
     drop_in_judge,
     judge_metrics,
-    judged_pool,
-    rollout_judge,
     stage2_candidates,
 )
+from cooper.rl.observer import GoldObserver
 from cooper.types import Rollout
 from openai_server import OpenAIServer, unused_port_url
 
@@ -53,19 +52,6 @@ class CountingJudge:
 
     def close(self):
         pass
-
-
-def judges_with(*settings: str) -> tuple[RolloutJudge, RolloutJudge]:
-    """The judge a `cooper train` run asks and the TRL drop-in's, both from judged labels with
-    the gold judge and ``settings``."""
-    cfg = load_config(None, ["reward.mode=hybrid_cooper", "reward.model=m",
-                             "rm_update.labels=judge", "judge.backend=gold", *settings]).validate()
-    in_training = rollout_judge(cfg)
-    in_drop_in, _, _ = drop_in_judge(cfg.judge, labels="judge", judge_rejected=False,
-                                     mode="hybrid_cooper", updates=True, budget=0.1,
-                                     threshold=0.5)
-    assert in_training is not None and in_drop_in is not None
-    return in_training, in_drop_in
 
 
 # ------------------------------------------------------------------ the gold judge
@@ -108,12 +94,7 @@ def test_the_judges_settings_are_checked():
         (["judge.backend=endpoint", "judge.error_rate=0.1", "judge.base_url=http://x/v1",
           "judge.model=m"], "flips the gold judge"),
         (["judge.budget=0"], "judge.budget"),
-        (["judge.audit=1.5"], "judge.audit"),
-        (["judge.audit=0.5", "judge.audit_from=unpaid"], "not one of: all, paid"),
-        (["judge.audit_from=paid"], "judge.audit is 0"),
-        (["judge.audit=0.5", "judge.audit_grow=-1"], "0 or more"),
-        (["judge.audit_grow=2"], "judge.audit is 0"),
-        (["judge.order=random"], "not one of: paid, doubtful"),
+        (["judge.fail_steps=-1"], "judge.fail_steps"),
         (["judge.backend=endpoint"], "judge.base_url"),
         (["judge.backend=local"], "judge.model"),
         (["judge.mode=choice"], "judge.backend=local"),
@@ -123,12 +104,6 @@ def test_the_judges_settings_are_checked():
     ]:
         with pytest.raises(ConfigError, match=message):
             load_config(None, ok + extra).validate()
-    with pytest.raises(ConfigError, match="judge.audit orders"):
-        load_config(None, ["reward.mode=rule", "reward.judge_rejected=true",
-                           "judge.backend=gold", "judge.audit=0.5"]).validate()
-    with pytest.raises(ConfigError, match="judge.order=doubtful orders"):
-        load_config(None, ["reward.mode=rule", "reward.judge_rejected=true",
-                           "judge.backend=gold", "judge.order=doubtful"]).validate()
     with pytest.raises(ConfigError, match="reward.mode=rule"):
         load_config(None, ["reward.mode=cooper", "reward.model=m", "reward.judge_rejected=true",
                            "judge.backend=gold"]).validate()
@@ -236,174 +211,27 @@ def test_which_rejections_the_update_trusts_and_which_it_asks_about():
     trusted, candidates = stage2_candidates(rollouts, threshold=0.5)
     assert trusted == [1]
     assert candidates == [4, 2, 3, 5]  # the highest-paid first
-    # judge.order=doubtful: nearest the threshold first (0.7 and 0.3 tie at 0.2: sampling order)
-    assert stage2_candidates(rollouts, 0.5, "doubtful") == ([1], [2, 3, 4, 5])
-    assert stage2_candidates(rollouts, 0.8, "doubtful") == ([1, 2], [4, 3, 5])
-
-
-def test_a_doubtful_order_spends_the_budget_where_the_reward_model_is_unsure():
-    # six answers in words (all candidates): three paid with confidence, right and wrong
-    rollouts = [roll("a", "fifty-five", "55", score=0.99), roll("b", "yes", "True", score=0.98),
-                roll("a", "fifty-four", "55", score=0.95), roll("a", "fifty-six", "55", score=0.54),
-                roll("b", "no", "True", score=0.45), roll("a", "fifty", "55", score=0.02)]
-
-    def asked(order: str) -> list[str]:
-        judge = CountingJudge()
-        judged_pool(RolloutJudge(judge, order=order), rollouts, budget=0.5, threshold=0.5)
-        return [item.solution for item in judge.asked]
-
-    assert asked("paid") == [r.completion for r in rollouts[:3]]
-    assert asked("doubtful") == [rollouts[i].completion for i in (3, 4, 2)]
-    in_training, in_drop_in = judges_with("judge.order=doubtful")
-    assert in_training.order == in_drop_in.order == "doubtful"
 
 
 def test_the_judged_pool_labels_what_was_judged_and_leaves_out_the_rest():
     rollouts = [roll("a", "55", "55", rule=True, score=0.9), roll("a", "54", "55", score=0.1),
                 roll("a", "fifty-five", "55", score=0.8), roll("a", "fifty-four", "55", score=0.6),
                 roll("b", "yes", "True", score=0.4), roll("b", "no", "True", score=0.3)]
-    rj = RolloutJudge(GoldJudge(error_rate=0.0))
+    rj = RolloutJudge(GoldJudge(error_rate=0.0), budget=1 / 3, threshold=0.5)
     # 6 rollouts at a third: 2 new calls, the two highest-paid candidates
-    pool, r, agreement = judged_pool(rj, rollouts, budget=1 / 3, threshold=0.5, gold=True)
+    pool, r = rj.label_rejections(rollouts)
     assert [(x.completion, x.correct) for x in pool] == [
         (rollouts[0].completion, True), (rollouts[1].completion, False),
         (rollouts[2].completion, True), (rollouts[3].completion, False)]
+    assert [x.judged for x in pool] == [None, None, True, False]  # the judge's labels marked
     assert (r.rollouts, r.candidates, r.asked, r.unlabelled) == (6, 4, 2, 2)
-    assert agreement == 1.0
-    noisy = RolloutJudge(GoldJudge(error_rate=0.5, seed=1))
-    _, r, agreement = judged_pool(noisy, rollouts, budget=1.0, threshold=0.5, gold=True)
+    # the testbeds' gold judge, watching from outside the step, agrees with every label
+    assert GoldObserver.judge_agreement(pool) == 1.0
+    assert GoldObserver.judge_agreement(rollouts) is None  # nothing the judge labelled
+    noisy = RolloutJudge(GoldJudge(error_rate=0.5, seed=1), budget=1.0, threshold=0.5)
+    pool, r = noisy.label_rejections(rollouts)
+    agreement = GoldObserver.judge_agreement(pool)
     assert r.asked == 4 and agreement is not None and agreement < 1.0
-
-
-def test_an_audit_draws_part_of_the_calls_from_beyond_the_highest_paid():
-    keys = [("p", str(i)) for i in range(10)] + [("p", "0")]  # highest-paid first; "0" twice
-    # no audit: the order as given, nothing drawn
-    order, drawn, asks = audit_order(keys, set(), 3, 0.0, random.Random(0))
-    assert order == [0, 10, *range(1, 10)] and drawn == [] and asks == 3
-    # a third of 3 calls: the two highest-paid new answers, then one drawn from the others;
-    # an answer decided before is free and skipped
-    seen: set[str] = set()
-    for seed in range(200):
-        order, drawn, asks = audit_order(keys, {("p", "1")}, 3, 0.33, random.Random(seed))
-        assert [keys[j] for j in order[:3]] == [("p", "0"), ("p", "0"), ("p", "2")]
-        assert asks == 3 and len(drawn) == 1 and drawn[0] not in {("p", "0"), ("p", "1"), ("p", "2")}
-        assert keys[order[3]] == drawn[0] and sorted(order) == list(range(11))
-        seen.add(drawn[0][1])
-        assert audit_order(keys, {("p", "1")}, 3, 0.33, random.Random(seed))[1] == drawn
-    assert seen == {str(i) for i in range(3, 10)}  # every answer beyond the top can be drawn
-    # halves round up; all new answers within the limit: all asked, none drawn
-    assert len(audit_order(keys, set(), 3, 0.5, random.Random(0))[1]) == 2
-    assert audit_order(keys[:3], set(), 3, 1.0, random.Random(0)) == ([0, 1, 2], [], 3)
-    # drawn only among the drawable (the answers the reward model pays), else the order as given
-    paid = {("p", "0"), ("p", "1"), ("p", "5"), ("p", "6")}
-    drawn_paid = {audit_order(keys, set(), 2, 0.5, random.Random(seed), paid)[1][0]
-                  for seed in range(100)}
-    assert drawn_paid == {("p", "1"), ("p", "5"), ("p", "6")}
-    assert audit_order(keys, set(), 2, 0.5, random.Random(0), {("p", "0")}) == (
-        [0, 10, *range(1, 10)], [], 2)
-    # extra draws go beyond the limit, as many as there are drawable answers beyond the top
-    order, drawn, asks = audit_order(keys, set(), 2, 0.5, random.Random(0), paid, extra=5)
-    assert sorted(drawn) == [("p", "1"), ("p", "5"), ("p", "6")] and asks == 4
-    assert [keys[j] for j in order[:asks]][:2] == [("p", "0"), ("p", "0")]
-    order, drawn, asks = audit_order(keys, set(), 2, 0.5, random.Random(0), extra=2)
-    assert len(drawn) == 3 and asks == 4 and keys[order[0]] == ("p", "0")
-    assert audit_order(keys[:2], set(), 2, 0.5, random.Random(0), extra=2) == ([0, 1], [], 2)
-
-
-def test_the_judged_pool_asks_the_audits_draw_and_counts_it():
-    rollouts = [roll("a", str(n), "55", score=1 - n / 100) for n in range(50, 60)]
-    judge = CountingJudge()
-    # 10 disagreements (threshold 0) at 20%: 2 calls, the highest-paid ("50"), one drawn
-    _, r, _ = judged_pool(RolloutJudge(judge, audit=0.5, seed=3), rollouts, budget=0.2,
-                          threshold=0.0, step=7)
-    asked = [item.solution for item in judge.asked]
-    assert len(asked) == 2 and asked[0] == rollouts[0].completion
-    assert (r.asked, r.audited, r.audited_yes) == (2, 1, asked[1] == rollouts[5].completion)
-    # the draw is the seed's and the step's: the same again, another step another (in 10 tries)
-    again = CountingJudge()
-    judged_pool(RolloutJudge(again, audit=0.5, seed=3), rollouts, budget=0.2, threshold=0.0,
-                step=7)
-    assert [item.solution for item in again.asked] == asked
-    others = set()
-    for step in range(10):
-        other = CountingJudge()
-        judged_pool(RolloutJudge(other, audit=0.5, seed=3), rollouts, budget=0.2, threshold=0.0,
-                    step=step)
-        others.add(other.asked[1].solution)
-    assert len(others) > 1
-    # the setting reaches the judge of a `cooper train` run and of the drop-in
-    cfg = load_config(None, ["reward.mode=hybrid_cooper", "reward.model=m",
-                             "rm_update.labels=judge", "judge.backend=gold", "judge.audit=0.33",
-                             "seed=5"]).validate()
-    assert (rollout_judge(cfg).audit, rollout_judge(cfg).seed) == (0.33, 5)
-    asked_judge, _, _ = drop_in_judge(cfg.judge, labels="judge", judge_rejected=False,
-                                      mode="hybrid_cooper", updates=True, budget=0.1,
-                                      threshold=0.5, seed=5)
-    assert asked_judge is not None and asked_judge.audit == 0.33
-
-
-def test_an_audit_that_finds_wrong_answers_asks_more_the_next_step_up_to_its_cap():
-    def step(s: int, answer_from: int) -> list[Rollout]:  # 20 disagreements, a new problem
-        return [roll(f"s{s}", str(n), "55", score=1 - n / 100)
-                for n in range(answer_from, answer_from + 20)]
-
-    judge = CountingJudge()
-    rj = RolloutJudge(judge, audit=0.5, seed=1, audit_grow=3)
-    asked, extras = [], []
-    for s in range(5):  # every answer wrong: each drawn one buys a draw, up to 3 more
-        _, r, _ = judged_pool(rj, step(s, 60), budget=0.1, threshold=0.0, step=s)
-        asked.append(r.asked)
-        extras.append(r.extra)
-        assert r.audited == r.asked - 1 and r.audited_yes == 0  # one call the highest-paid
-    assert asked == [2, 3, 4, 5, 5] and extras == [0, 1, 2, 3, 3]
-    assert judge_metrics(r)["judge/audit_extra"] == 3
-    # a resumed run asks what this one would: the extra draws are in the judge's state
-    resumed = RolloutJudge(CountingJudge(), audit=0.5, seed=1, audit_grow=3)
-    resumed.load_state_dict(rj.state_dict())
-    assert resumed.extra == rj.extra == 3
-    # every drawn answer right (the reference, on 20 problems; the rule missed them): back to
-    # the budget on the next step
-    right = [roll(f"r{n}", "55", "55", score=0.9) for n in range(20)]
-    _, r, _ = judged_pool(rj, right, budget=0.1, threshold=0.0, step=5)
-    assert (r.asked, r.audited_yes) == (5, 4)
-    _, r, _ = judged_pool(rj, step(6, 60), budget=0.1, threshold=0.0, step=6)
-    assert (r.asked, r.extra) == (2, 0)
-    # without audit_grow, never beyond the budget however wrong the draws
-    flat = RolloutJudge(CountingJudge(), audit=0.5, seed=1)
-    assert all(judged_pool(flat, step(s, 60), budget=0.1, threshold=0.0, step=s)[1].asked == 2
-               for s in range(3))
-    # the setting reaches the judge of a `cooper train` run and of the drop-in
-    cfg = load_config(None, ["reward.mode=hybrid_cooper", "reward.model=m",
-                             "rm_update.labels=judge", "judge.backend=gold", "judge.audit=0.5",
-                             "judge.audit_grow=4"]).validate()
-    assert rollout_judge(cfg).audit_grow == 4
-    asked_judge, _, _ = drop_in_judge(cfg.judge, labels="judge", judge_rejected=False,
-                                      mode="hybrid_cooper", updates=True, budget=0.1,
-                                      threshold=0.5)
-    assert asked_judge is not None and asked_judge.audit_grow == 4
-
-
-def test_an_audit_from_the_paid_draws_only_answers_the_reward_model_pays():
-    # ten answers the rule cannot read (all candidates), paid 0.50 down to 0.41; at threshold
-    # 0.455 the reward model pays the first five
-    rollouts = [roll("a", f"w{n}", "55", score=1 - n / 100) for n in range(50, 60)]
-
-    def draws(audit_from: str) -> set[str]:
-        out = set()
-        for step in range(30):
-            judge = CountingJudge()
-            _, r, _ = judged_pool(RolloutJudge(judge, audit=0.5, seed=3, audit_from=audit_from),
-                                  rollouts, budget=0.2, threshold=0.455, step=step)
-            assert r.asked == 2 and r.audited == 1
-            assert judge.asked[0].solution == rollouts[0].completion  # the highest-paid first
-            out.add(judge.asked[1].solution)
-        return out
-
-    paid = {rollouts[i].completion for i in range(1, 5)}
-    assert len(draws("paid")) > 1 and draws("paid") <= paid
-    assert draws("all") - paid  # from every candidate, the unpaid ones are drawn too
-    in_training, in_drop_in = judges_with("judge.audit=0.33", "judge.audit_from=paid")
-    assert in_training.audit_from == in_drop_in.audit_from == "paid"
 
 
 # ------------------------------------------------------------------ in a step
@@ -418,7 +246,7 @@ def step_with(args: list[str], judge):
 
 
 def test_tinyv_pays_what_the_judge_accepts_among_the_rules_rejections():
-    judge = RolloutJudge(CountingJudge())
+    judge = CountingJudge()
     step = step_with(["reward.mode=rule", "reward.judge_rejected=true", "judge.backend=gold",
                       "validation.judge=gold", "rm_update.pair_metrics=false"], judge)
     texts = ["\\boxed{55}", "\\boxed{fifty-five}", "\\boxed{54}", "\\boxed{fifty-five}"]
@@ -461,7 +289,7 @@ def test_judged_labels_reach_the_update_and_unjudged_ones_never_become_negatives
                                  "judge.threshold=0.0", "validation.judge=gold"]).validate()
         rm, updater = load_reward_model(rm_dir, plan=cfg.plan(), update=cfg.rm_update)
         step = CooperReward.from_config(cfg, rm=rm, updater=updater,
-                                        judge=RolloutJudge(CountingJudge()),
+                                        judge=CountingJudge(),
                                         verify=partial(verify_batch, mode="strict", timeout_s=10))
         step.score(["p"] * 4, ["What is 50 + 5?"] * 4, ["55"] * 4, texts, step=1)
         return step, step.update()
@@ -511,8 +339,7 @@ def test_cooper_train_with_judged_labels_and_replay_resumes_with_the_judges_memo
     out = tmp_path / "judged"
     args = compare_args(arith, out, "rm_update.labels=judge", "judge.budget=0.25",
                         "judge.error_rate=0.1", "rm_update.replay=2",
-                        f"rm_update.replay_file={rows}", "rm_update.replay_judged=2",
-                        "save_steps=1")
+                        f"rm_update.replay_file={rows}", "save_steps=1")
     run_cli(*args)
     steps = [r for r in metrics(out) if "loss" in r]
     assert [r["step"] for r in steps] == [1, 2]
@@ -522,10 +349,12 @@ def test_cooper_train_with_judged_labels_and_replay_resumes_with_the_judges_memo
         assert "gold/rm_fpr_unread" in r or "gold/accuracy_yesno" in r
     memory = json.loads((out / "checkpoint-2" / "judge.json").read_text())
     assert memory["calls"] == sum(r["judge/asked"] for r in steps) > 0
-    # the tiny policy is never right, so no pair forms and none is kept for replay_judged:
-    # nothing replayed, no file (test_replay_judged.py replays real judged pairs)
-    assert all(r["rm/pairs_rollout"] == 0 and "rm/pairs_replay_judged" not in r for r in steps)
-    assert not (out / "checkpoint-2" / "replay_judged.json").exists()
+    # a judged run resumes only with its judge's verdicts
+    saved = (out / "checkpoint-2" / "judge.json").read_text()
+    (out / "checkpoint-2" / "judge.json").unlink()
+    failed = run_cli(*args, "max_steps=3", "--resume", check=False)
+    assert failed.returncode != 0 and "holds no judge.json" in failed.stderr
+    (out / "checkpoint-2" / "judge.json").write_text(saved)
     run_cli(*args, "max_steps=3", "--resume")
     resumed = [r for r in metrics(out) if "loss" in r]
     assert [r["step"] for r in resumed] == [1, 2, 3]
@@ -570,20 +399,135 @@ def test_the_drop_in_takes_a_judge(arith):
     assert logged["judge/asked"] == 3
     logged.clear()
     judged = CooperRewardFunction(arith / "reward", mode="hybrid_cooper", negatives="rollouts",
-                                  labels="judge", replay_judged=4, judge=load_config(None, [
+                                  labels="judge", judge=load_config(None, [
                                       "judge.backend=gold", "judge.budget=1.0",
                                       "judge.threshold=0.0"]).judge)
     judged(prompts=prompts, completions=batch, **kwargs)
     # one positive a prompt (the paper's), paired with the two answers the judge called wrong
     assert logged["judge/asked"] == 3 and logged["rm/positives"] == 1 and logged["rm/pairs"] == 2
-    assert len(judged.cooper.replay.judged) == 2  # kept, for the next calls' updates
-    with pytest.raises(ConfigError, match="replay_judged .* needs rm_update.labels=judge"):
-        CooperRewardFunction(arith / "reward", mode="cooper", replay_judged=4)
-    with pytest.raises(ConfigError, match="ask.s. a judge"):
+    # a spec as the CLI takes it, and a JudgeConfig's budget not contradicted silently
+    spec = CooperRewardFunction(arith / "reward", mode="judged", judge="gold", replay=0,
+                                judge_budget=0.5)
+    assert (spec.cooper.judge.budget, spec.cooper.replay.rows_per_step) == (0.5, 0)
+    with pytest.raises(ConfigError, match="contradicts the JudgeConfig"):
+        CooperRewardFunction(arith / "reward", mode="judged", replay=0,
+                             judge=JudgeConfig(backend="gold", budget=0.2), judge_budget=0.5)
+    with pytest.raises(ConfigError, match="replay_file"):
+        CooperRewardFunction(arith / "reward", mode="judged", judge="gold")
+    with pytest.raises(ConfigError, match="judge.backend=none"):
         CooperRewardFunction(arith / "reward", mode="cooper", labels="judge")
-    with pytest.raises(ConfigError, match="mode='rule'"):
+    with pytest.raises(ConfigError, match="reward.mode=rule"):
         CooperRewardFunction(arith / "reward", mode="cooper", judge=GoldJudge(),
                              judge_rejected=True)
+
+
+def test_the_drop_in_reads_judge_specs_as_the_cli_does():
+    assert drop_in_judge("gold")[0].backend == "gold"
+    cfg, obj = drop_in_judge("api:Qwen/Qwen3-4B@http://127.0.0.1:8001/v1#MY_KEY", budget=0.2)
+    assert (cfg.backend, cfg.model, cfg.base_url, cfg.api_key_env, cfg.budget, obj) == (
+        "endpoint", "Qwen/Qwen3-4B", "http://127.0.0.1:8001/v1", "MY_KEY", 0.2, None)
+    cfg, _ = drop_in_judge("hf:smollm2-135m-instruct", threshold=0.7)
+    assert (cfg.backend, cfg.model, cfg.threshold) == ("local", "smollm2-135m-instruct", 0.7)
+    judge = GoldJudge()
+    assert drop_in_judge(judge) == (JudgeConfig(), judge)
+    from cooper.errors import UserError
+
+    with pytest.raises(UserError, match="api:MODEL@URL"):
+        drop_in_judge("api:no-url")
+
+
+def test_cooper_train_and_the_drop_in_build_their_engine_with_one_builder(arith, tmp_path):
+    """The drop-in turns its keywords into `cooper train`'s settings and calls the same builder
+    (CooperReward.from_config): from the same settings the two engines are the same."""
+    import random
+
+    from cooper.data.synthetic import compare_triples
+    from cooper.rl import CooperRewardFunction
+    from cooper.rl.step import CooperReward
+    from cooper.rm.update import load_reward_model
+
+    rows = tmp_path / "rm_rows.jsonl"
+    rows.write_text("".join(json.dumps(t.to_json()) + "\n"
+                            for t in compare_triples("train", 20, random.Random(0))))
+    cfg = load_config(None, ["reward.mode=judged", f"reward.model={arith / 'reward'}",
+                             "judge.backend=gold", "judge.budget=0.25", "judge.fail_steps=5",
+                             f"rm_update.replay_file={rows}", "rm_update.replay=4",
+                             "seed=3"]).validate()
+    rm, updater = load_reward_model(arith / "reward", plan=cfg.plan(), update=cfg.rm_update)
+    cli = CooperReward.from_config(cfg, rm=rm, updater=updater)
+    drop_in = CooperRewardFunction(
+        arith / "reward", mode="judged", replay_file=str(rows), replay=4, seed=3,
+        judge=JudgeConfig(backend="gold", budget=0.25, fail_steps=5)).cooper
+
+    def what(e: CooperReward) -> tuple:
+        j = e.judge
+        return (e.plan, e.judge_labels, e.judge_rejected, e.from_rollouts, e.negatives,
+                e.negatives_per_positive, e.positives_per_prompt, e.seed, e.monitor_every,
+                (j.budget, j.threshold, j.fail_steps), e.replay.rows_per_step, e.replay.rows,
+                e.background)
+
+    assert what(cli) == what(drop_in)
+    assert cli.plan.read_no_pays_zero and cli.judge_labels and cli.replay.rows_per_step == 4
+
+
+def test_a_judge_that_never_answers_stops_the_run_naming_itself_and_its_failure():
+    rollouts = [roll("a", "fifty", "55"), roll("b", "yes", "True")]
+    rj = RolloutJudge(Raising(), fail_steps=2, name="endpoint judge-x at http://127.0.0.1:9/v1")
+    rj.label(rollouts)
+    rj.label([])  # a step that asks nothing neither counts nor resets
+    with pytest.raises(JudgeUnavailable, match=r"judge-x at http://127.0.0.1:9/v1.*2 steps in a "
+                                               r"row.*CUDA out of memory.*judge.fail_steps=0"):
+        rj.label(rollouts)
+    # one answer resets the count; fail_steps=0 never stops
+    rj = RolloutJudge(Raising(), fail_steps=2)
+    rj.label(rollouts)
+    rj.judge = GoldJudge()
+    rj.label([roll("c", "55", "55")])
+    rj.judge = Raising()
+    labels, r = rj.label([roll("d", "5", "6")])
+    assert labels == [None] and r.failed_steps == 1
+    patient = RolloutJudge(Raising(), fail_steps=0)
+    for _ in range(5):
+        patient.label([roll("e", "5", "6")])
+    assert patient.failed_steps == 5 and judge_metrics(r)["judge/failed_steps"] == 1
+
+
+def test_reward_mode_judged_is_the_recommended_ten_setting_command():
+    """The one switch gives exactly the settings of the arm it replaces, and each of them can
+    still be set apart (rm_update.replay=0 where the rows are not at hand)."""
+    common = ["reward.model=m", "judge.backend=gold", "rm_update.replay_file=rows.jsonl"]
+    switch = load_config(None, ["reward.mode=judged", *common]).validate()
+    spelled = load_config(None, [
+        "reward.mode=hybrid_cooper", "reward.hybrid_scores=unread", "rm_update.negatives=rollouts",
+        "rm_update.negatives_per_positive=2", "rm_update.labels=judge", "rm_update.replay=16",
+        "rm_update.anchor_weight=0.5", "judge.budget=0.1", *common]).validate()
+    a, b = switch.to_dict(), spelled.to_dict()
+    assert a.pop("reward") | {"mode": "x"} == b.pop("reward") | {"mode": "x"}
+    assert a == b and switch.plan() == spelled.plan()
+    plain = load_config(None, ["reward.mode=judged", "rm_update.replay=0", "reward.model=m",
+                               "judge.backend=gold"]).validate()
+    assert (plain.rm_update.replay, plain.rm_update.anchor_weight) == (0, 0.5)
+    with pytest.raises(ConfigError, match="rm_update.replay=0 where those rows"):
+        load_config(None, ["reward.mode=judged", "reward.model=m", "judge.backend=gold"]).validate()
+    # the other modes keep the paper's defaults
+    cooper = load_config(None, ["reward.mode=cooper", "reward.model=m"]).validate()
+    assert (cooper.rm_update.negatives, cooper.rm_update.labels, cooper.rm_update.replay,
+            cooper.rm_update.anchor_weight, cooper.reward.hybrid_scores) == (
+        "assistant", "rule", 0, 0.0, "rejected")
+
+
+@pytest.mark.parametrize("key, old, other", [
+    ("judge.order", "paid", "doubtful"), ("judge.audit", "0.0", "0.33"),
+    ("judge.audit_from", "all", "paid"), ("judge.audit_grow", "0", "4"),
+    ("rm_update.replay_judged", "0", "2"), ("rm_update.negatives_readable", "false", "true")])
+def test_a_removed_setting_loads_at_its_old_default_and_names_its_last_commit_otherwise(
+        key, old, other):
+    assert load_config(None, [f"{key}={old}"]) == load_config(None, [])
+    with pytest.raises(ConfigError, match=f"'{key}' was removed .*commit e3ee47e"):
+        load_config(None, [f"{key}={other}"])
+    with pytest.raises(ConfigError, match="hybrid_scores=audited was removed .*e3ee47e"):
+        load_config(None, ["reward.mode=hybrid_cooper", "reward.hybrid_scores=audited",
+                           "reward.model=m"]).validate()
 
 
 def test_hybrid_pay_can_leave_the_rules_read_no_at_zero(arith):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -98,10 +99,52 @@ def test_an_unknown_base_lists_the_presets_of_its_family(tmp_path):
 
 
 def test_a_base_that_is_not_a_name_is_refused(tmp_path):
-    for value in ("[a, b]", "3", "''", ""):
+    for value in ("3", "''", "", "[]", "[a, 3]", "[a, '']", "[[a]]", "{a: b}"):
         path = write(tmp_path / "t.yaml", f"base: {value}\nmax_steps: 2\n")
-        with pytest.raises(ConfigError, match="must name the preset this one starts from"):
+        with pytest.raises(ConfigError, match="must name the preset this one starts from") as e:
             load_config(path)
+        assert "or a list of them, read in order" in str(e.value)
+
+
+def test_a_list_of_bases_is_read_in_order_a_later_one_on_top(tmp_path):
+    """``base: [A, B]``: A (with its own base), then B on top, then the file's own keys; so
+    presets share a part, such as arms, from one file."""
+    write(tmp_path / "a.yaml", "base: hacking_cpu\ntrain: {max_steps: 200, save_steps: 20}\n"
+          "arms:\n  cooper: {rm_update.epochs: 2}\n")
+    write(tmp_path / "parts" / "b.yaml", "train: {max_steps: 300}\narms:\n"
+          "  cooper: {rm_update.lr: 1.0e-3}\n  mine: {from: cooper, rm_update.epochs: 4}\n")
+    child = write(tmp_path / "child.yaml", "base: [a.yaml, parts/b.yaml]\nrm_init.epochs: 5\n")
+    exp = load_experiment(child).validate()
+    shipped = load_experiment("hacking_cpu")
+    assert (exp.train.max_steps, exp.train.save_steps) == (300, 20)  # b.yaml's over a.yaml's
+    assert exp.rm_init.epochs == 5 and exp.setup == shipped.setup  # its own; hacking_cpu's
+    # arms merge key by key through the list too, in order: a.yaml's (hacking_cpu's first),
+    # then b.yaml's; `from:` reaches an arm of any of them
+    assert exp.arm_list == [*shipped.arm_list, "mine"]
+    assert exp.arms["cooper"] == {**shipped.arms["cooper"], "rm_update.epochs": 2,
+                                  "rm_update.lr": 1e-3}
+    assert exp.arms["mine"] == {**exp.arms["cooper"], "rm_update.epochs": 4}
+    # the other order: a.yaml on top
+    other = write(tmp_path / "other.yaml", "base: [parts/b.yaml, a.yaml]\n")
+    assert load_experiment(other).train.max_steps == 200
+    # two bases may share a base of their own (hacking_cpu here): not a loop
+    both = write(tmp_path / "both.yaml", "base: [a.yaml, hacking_cpu]\n")
+    assert load_experiment(both).train.max_steps == shipped.train.max_steps
+    # a train preset takes a list too
+    train = write(tmp_path / "t.yaml", "base: [demo_cpu, more.yaml]\n")
+    write(tmp_path / "more.yaml", "max_steps: 3\n")
+    assert load_config(train).to_dict() == load_config("demo_cpu", ["max_steps=3"]).to_dict()
+
+
+def test_a_loop_through_a_list_of_bases_shows_the_chain(tmp_path):
+    a = write(tmp_path / "a.yaml", "base: [hacking_cpu, b.yaml]\n")
+    write(tmp_path / "b.yaml", "base: [c.yaml]\n")
+    write(tmp_path / "c.yaml", "base: [hacking_cpu, a.yaml]\n")
+    with pytest.raises(ConfigError, match=r"chain loops: a -> b.yaml -> c.yaml -> a.yaml"):
+        load_experiment(a)
+    missing = write(tmp_path / "m.yaml", "base: [hacking_cpu, gone.yaml]\n")
+    with pytest.raises(ConfigError, match="m.yaml: base: config file not found: .*gone.yaml"):
+        load_experiment(missing)
 
 
 def test_a_cycle_shows_the_chain(tmp_path):
@@ -158,7 +201,9 @@ def test_hacking_cpu_is_the_fifth_round_with_validation_every_25_steps():
     (judge.backend none), so nothing is judged, paid by a judge or replayed; and the hybrid
     pay's scope (reward.hybrid_scores), at its default, which no arm of it uses."""
     v5 = leaves(yaml.safe_load((DATA / "hacking_cpu_v5_resolved.yaml").read_text()))
-    now = leaves(load_experiment("hacking_cpu").validate().to_dict())
+    exp = load_experiment("hacking_cpu").validate()
+    # the shared train section as an arm of the default mode resolves it (TrainConfig.resolve)
+    now = leaves({**exp.to_dict(), "train": copy.deepcopy(exp.train).resolve().to_dict()})
     judge = {k for k in now if k[:2] == ("train", "judge")}
     assert now[("train", "judge", "backend")] == "none" and len(judge) > 10
     now = {k: v for k, v in now.items() if k not in judge}
@@ -166,11 +211,9 @@ def test_hacking_cpu_is_the_fifth_round_with_validation_every_25_steps():
              ("train", "keep_policy_steps"): None,
              ("setup", "rule_missed_min"): None, ("setup", "rule_missed_max"): None,
              ("probe", "min_recall_missed"): None, ("train", "validation", "judge"): "rule",
-             ("train", "rm_update", "negatives_readable"): False,
              ("train", "reward", "monitor_every"): 1, ("arms", "rule", "reward.monitor_every"): 5,
              ("train", "reward", "judge_rejected"): False, ("train", "rm_update", "labels"): "rule",
              ("train", "rm_update", "replay"): 0, ("train", "rm_update", "replay_file"): None,
-             ("train", "rm_update", "replay_judged"): 0,
              ("train", "reward", "hybrid_scores"): "rejected"}
     assert set(now) == set(v5) | set(added)
     assert {k: now[k] for k in added} == added
@@ -196,6 +239,6 @@ def test_print_config_prints_the_resolved_settings(tmp_path):
     assert "base" not in printed and printed["max_steps"] == 9
     assert printed["reward"]["mode"] == "rule"
     assert printed["rollout"]["micro_batch_size"] == 2  # demo_cpu's
-    cfg = load_config(train)
+    cfg = load_config(train).resolve()  # printed as the run uses them (reward.mode's defaults)
     assert {k: v for k, v in printed.items() if k != "grpo"} == cfg.to_dict()
     assert get_key(cfg, "rm_update.train_layers") == printed["rm_update"]["train_layers"]

@@ -106,29 +106,20 @@ def test_a_rollout_whose_check_timed_out_is_never_a_negative():
     assert st.negatives_ambiguous == 1
 
 
-@pytest.mark.parametrize("readable", [False, True])
-def test_negatives_readable_keeps_what_the_rule_could_not_read_out(readable):
-    """A right answer in words is wrong to the rule; with rm_update.negatives_readable it is
-    never taught as wrong, nor is any rollout of a problem whose reference is in words."""
+def test_a_wrong_rollout_the_rule_could_not_read_is_still_a_negative():
+    """rm_update.negatives_readable is removed: a right answer in words is wrong to the rule and,
+    under rule labels, a negative (the judge, rm_update.labels=judge, decides such rollouts)."""
     texts = {"so \\boxed{55}": 0.6, "so \\boxed{fifty-five}": 0.9, "so \\boxed{54}": 0.5}
     cfg = load_config(None, ["reward.mode=cooper", "reward.model=x", "rm_update.negatives=rollouts",
-                             "rm_update.negatives_per_positive=2",
-                             f"rm_update.negatives_readable={readable}"])
+                             "rm_update.negatives_per_positive=2"])
     updater = RecordingUpdater()
     cooper = CooperReward.from_config(cfg, rm=ScoresByText(texts), updater=updater,
                                       verify=partial(verify_batch, mode="strict"),
                                       verify_lenient=partial(verify_batch, mode="lenient"))
     cooper.score(["p"] * 3, ["What is 50 + 5?"] * 3, ["55"] * 3, list(texts), step=1)
     st = cooper.update()
-    expected = ["so \\boxed{54}"] if readable else ["so \\boxed{fifty-five}", "so \\boxed{54}"]
-    assert updater.calls == [(["so \\boxed{55}"] * len(expected), expected)]
-    assert st.negatives_ambiguous == int(readable)
-    # a reference in words: the rule accepts only the same words; nothing else it rejects is
-    # read as a different number, so there is no rollout negative at all
-    words = {"so \\boxed{fifty-five}": 0.6, "so \\boxed{55}": 0.9, "so \\boxed{54}": 0.5}
-    cooper.score(["q"] * 3, ["What is 50 + 5?"] * 3, ["fifty-five"] * 3, list(words), step=2)
-    st = cooper.update()
-    assert st.pairs == (0 if readable else 2)
+    assert updater.calls == [(["so \\boxed{55}"] * 2, ["so \\boxed{fifty-five}", "so \\boxed{54}"])]
+    assert st.negatives_ambiguous == 0
 
 
 def test_the_update_reuses_the_scoring_pass_of_training_steps_only(tiny_models):

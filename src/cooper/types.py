@@ -66,6 +66,7 @@ class Rollout:
     extracted: str | None  # the verifier's extracted final answer
     rm_score: float | None = None  # reward-model probability when it was sampled
     judged: bool | None = None  # a judge's verdict where one was asked (either use of a judge)
+    paid: float | None = None  # what the policy is paid for it (cooper.rl.pay, once a step)
 
 
 @dataclass(frozen=True)

@@ -39,9 +39,14 @@ def _train(args: argparse.Namespace) -> int:
     from cooper.config.train import field_docs, recorded_grpo
 
     if args.settings:
-        defaults = TrainConfig()
-        for key, doc in field_docs().items():
-            print(f"{key} = {get_key(defaults, key)!r}\n    {doc}")
+        from cooper.config.train import experimental_settings
+
+        defaults, docs, apart = TrainConfig(), field_docs(), experimental_settings()
+        for key in [k for k in docs if k not in apart]:
+            print(f"{key} = {get_key(defaults, key)!r}\n    {docs[key]}")
+        print("\n# experimental: testbed stand-ins and finer choices of the method, rarely changed")
+        for key in [k for k in docs if k in apart]:
+            print(f"{key} = {get_key(defaults, key)!r}\n    {docs[key]}")
         return 0
     # a bad row's error message names --skip-bad, so the flag must exist here too
     overrides = [*args.overrides, "data.skip_bad=true"] if args.skip_bad else args.overrides

@@ -11,6 +11,9 @@ silently rewritten.
 A preset may start from another of its family: ``base: NAME`` (a shipped preset's name, or a path
 to a .yaml file, relative to the folder of the file that names it) reads NAME first, then the
 file's own keys on top (:func:`read_preset`); mappings merge key by key, any other value replaces.
+``base: [NAME, NAME]`` reads each in order (each with its own ``base:``), a later one on top of an
+earlier one, then the file's own keys: so presets share a part (an experiment's arms) from one
+file instead of copies.
 """
 
 from __future__ import annotations
@@ -89,6 +92,13 @@ def apply_settings(obj: Any, mapping: dict[str, Any], prefix: str = "") -> None:
     fields = _fields(obj)
     for key, value in mapping.items():
         full = f"{prefix}{key}"
+        removed = getattr(type(obj), "REMOVED", {})  # {key: (its old default, last commit)}
+        if key not in fields and key in removed:
+            old, commit = removed[key]
+            if coerce(full, value, type(old)) != old:
+                raise ConfigError(f"'{full}' was removed (a variant that lost; last run at commit "
+                                  f"{commit}): drop it, or check out that commit to rerun")
+            continue  # at its old default it changed nothing: an old file still loads
         if key not in fields:
             close = difflib.get_close_matches(key, fields, n=1)
             hint = f" (did you mean '{prefix}{close[0]}'?)" if close else ""
@@ -233,45 +243,53 @@ def nest_settings(data: Mapping[str, Any], named: Iterable[str] = ()) -> dict[st
     return tree
 
 
+def _base_names(path: Path, base: Any) -> list[str]:
+    """The presets a file's ``base:`` names, in order: one name, or a list of them."""
+    names = base if isinstance(base, list) else [base]
+    if not names or not all(isinstance(n, str) and n.strip() for n in names):
+        raise ConfigError(f"{path}: base: {base!r} must name the preset this one starts from: a "
+                          "shipped preset's name (base: hacking_cpu) or a path to a .yaml file, "
+                          "relative to this file's folder (base: mine.yaml); or a list of them, "
+                          "read in order, a later one on top (base: [hacking_cpu, mine.yaml])")
+    return [n.strip() for n in names]
+
+
 def read_preset(path: Path, find: Callable[[str, Path], Path],
                 named: Iterable[str] = ()) -> dict[str, Any]:
-    """A preset's settings with its ``base:`` chain resolved: the base first (itself read the
-    same way), then the file's own keys deep-merged on top (:func:`deep_merge`), each file's
-    settings nested first (:func:`nest_settings`, ``named`` as there). ``find(name,
-    relative_to)`` turns a ``base:`` value into a path of the same family (``relative_to``: the
-    folder of the file that names it)."""
-    named = tuple(named)
-    layers: list[dict[str, Any]] = []
-    chain: list[tuple[Path, str]] = []  # (file, the name it was given by), from the first
-    label = path.stem
-    while True:
-        real = path.resolve()
-        if any(real == seen for seen, _ in chain):
-            loop = " -> ".join([*(name for _, name in chain), label])
-            raise ConfigError(f"the presets' base: chain loops: {loop}; remove base: from one "
-                              "of them")
-        chain.append((real, label))
-        data = read_settings_file(path)
-        has_base, base = BASE in data, data.pop(BASE, None)
+    """A preset's settings with its ``base:`` resolved: each base in order (itself read the same
+    way), a later one deep-merged on top of an earlier one, then the file's own keys on top
+    (:func:`deep_merge`), each file's settings nested first (:func:`nest_settings`, ``named`` as
+    there). ``find(name, relative_to)`` turns a base's name into a path of the same family
+    (``relative_to``: the folder of the file that names it). A file that is its own base, through
+    any chain, fails naming the chain."""
+    return _read_layers(path, path.stem, find, tuple(named), ())
+
+
+def _read_layers(path: Path, label: str, find: Callable[[str, Path], Path],
+                 named: tuple[str, ...], chain: tuple[tuple[Path, str], ...]) -> dict[str, Any]:
+    """:func:`read_preset` of ``path`` (named ``label``), read from the files in ``chain``
+    ((file, the name it was given by), from the first): only a file already in the chain is a
+    loop; two bases may share a base of their own."""
+    real = path.resolve()
+    if any(real == seen for seen, _ in chain):
+        loop = " -> ".join([*(name for _, name in chain), label])
+        raise ConfigError(f"the presets' base: chain loops: {loop}; remove base: from one of "
+                          "them")
+    chain = (*chain, (real, label))
+    data = read_settings_file(path)
+    has_base, base = BASE in data, data.pop(BASE, None)
+    try:
+        own = nest_settings(data, named)
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
+    settings: dict[str, Any] = {}
+    for name in _base_names(path, base) if has_base else []:
         try:
-            layers.append(nest_settings(data, named))
-        except ConfigError as e:
-            raise ConfigError(f"{path}: {e}") from None
-        if not has_base:
-            break
-        if not isinstance(base, str) or not base.strip():
-            raise ConfigError(f"{path}: base: {base!r} must name the preset this one starts "
-                              "from: a shipped preset's name (base: hacking_cpu) or a path to a "
-                              ".yaml file, relative to this file's folder (base: mine.yaml)")
-        try:
-            path = find(base.strip(), path.parent)
+            found = find(name, path.parent)
         except ConfigError as e:
             raise ConfigError(f"{path}: base: {e}") from None
-        label = base.strip()
-    settings: dict[str, Any] = {}
-    for layer in reversed(layers):
-        settings = deep_merge(settings, layer)
-    return settings
+        settings = deep_merge(settings, _read_layers(found, name, find, named, chain))
+    return deep_merge(settings, own)
 
 
 def field_docs(cls: type, prefix: str = "") -> dict[str, str]:

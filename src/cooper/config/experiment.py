@@ -164,8 +164,9 @@ class ExperimentConfig:
         return parse_seeds(self.seeds) if self.seeds is not None else [self.train.seed]
 
     def arm_train(self, arm: str) -> TrainConfig:
-        """The arm's ``cooper train`` settings (before the runner fills in the setup's paths)."""
-        return arm_train_config(self.train, arm, self.arms[arm])
+        """The arm's ``cooper train`` settings (before the runner fills in the setup's paths),
+        resolved for its ``reward.mode`` (:meth:`TrainConfig.resolve`)."""
+        return arm_train_config(self.train, arm, self.arms[arm]).resolve()
 
     def arm_label(self, arm: str) -> str | None:
         """The arm's display name when its settings give one (``label``)."""
@@ -246,7 +247,10 @@ class ExperimentConfig:
         if not self.benchmark_list():
             raise ConfigError("final_eval.benchmarks is empty; name at least one DATASET[:SPLIT]")
         for arm in self.arm_list:  # each arm's settings as the runner will see them
-            t = self.arm_train(arm)
+            try:
+                t = self.arm_train(arm)
+            except ConfigError as e:
+                raise ConfigError(f"arm '{arm}': {e}") from None
             where = "train" if arm_sets(self.arms[arm], "validation.") is None else f"arms.{arm}"
             v = t.validation
             if not (v.enabled and v.every_steps > 0):

@@ -17,7 +17,7 @@ import dataclasses
 import enum
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from cooper.config.engine import (
     ConfigError,
@@ -139,9 +139,6 @@ class RewardPlan:
     scores_with_rm: bool  # score every rollout with the reward model (paid or only logged)
     # hybrid pay, "unread": a "no" the rule read (two different numbers) pays 0, as the rule's
     read_no_pays_zero: bool = False
-    # hybrid pay, "audited": the reward model's pay also times the audit's estimate of how many
-    # of the answers it pays beyond the rule are right (RolloutJudge.paid_precision)
-    scaled_by_audit: bool = False
 
     @property
     def pays_with_rm(self) -> bool:
@@ -149,11 +146,21 @@ class RewardPlan:
         return self.pays is not Payer.VERIFIER
 
 
-MODES = ("rule", "rm", "cooper", "hybrid", "hybrid_cooper")
-UPDATING_MODES = ("cooper", "hybrid_cooper")  # the reward model is updated online (Stage 2)
+MODES = ("rule", "rm", "cooper", "hybrid", "hybrid_cooper", "judged")
+UPDATING_MODES = ("cooper", "hybrid_cooper", "judged")  # the reward model is updated online
+# reward.mode=judged: Cooper taught by a judge where the rule misses right answers, the design
+# that beat the rule on the blind-rule testbed (docs/experiment_blind.md). It is hybrid_cooper with
+# these settings; a setting left at its plain default takes the value here, one set to anything
+# else keeps it (TrainConfig.resolved), so `--print-config` shows what the run uses.
+JUDGED = {"reward.hybrid_scores": "unread", "rm_update.negatives": "rollouts",
+          "rm_update.labels": "judge", "rm_update.replay": 16, "rm_update.anchor_weight": 0.5}
+# Settings removed with the variants that lost (docs/experiment_blind_history.md): a file that
+# sets one at its old default still loads; any other value is refused, naming the last commit
+# that ran it (apply_settings reads each section's REMOVED).
+REMOVED_AT = "e3ee47e"
 PAIR_LOSSES = ("bradley_terry", "margin")  # rm_update.loss (cooper.rm.losses)
 NEGATIVE_SOURCES = ("assistant", "rollouts", "both")  # rm_update.negatives
-HYBRID_SCORES = ("rejected", "unread", "audited")  # reward.hybrid_scores
+HYBRID_SCORES = ("rejected", "unread")  # reward.hybrid_scores
 # policy.loss_type: what TRL 1.16's GRPOTrainer computes (GRPOConfig.loss_type)
 LOSS_TYPES = ("dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo")
 # report_to: transformers' logging integrations (INTEGRATION_TO_CALLBACK), kept here so that
@@ -164,16 +171,22 @@ REPORT_BACKENDS = ("none", "tensorboard", "wandb", "mlflow", "comet_ml", "neptun
 
 
 def reward_plan(mode: str, *, has_rm: bool, pair_metrics: bool = True,
-                monitor: bool = True, hybrid_scores: str = "rejected") -> RewardPlan:
+                monitor: bool = True, hybrid_scores: str | None = None) -> RewardPlan:
     """What pays the policy and what Stage 2 does, from ``reward.mode`` (the only place that
     reads it), ``reward.hybrid_scores`` and the reward model's presence."""
     choice("reward.mode", mode, MODES)
+    if hybrid_scores is None:  # the mode's own (JUDGED), else every rejection
+        hybrid_scores = JUDGED["reward.hybrid_scores"] if mode == "judged" else "rejected"
+    if hybrid_scores == "audited":
+        raise ConfigError(f"reward.hybrid_scores=audited was removed (not recommended; last run at "
+                          f"commit {REMOVED_AT}): use unread, or check out that commit to rerun")
     choice("reward.hybrid_scores", hybrid_scores, HYBRID_SCORES)
-    if hybrid_scores != "rejected" and not mode.startswith("hybrid"):
+    if hybrid_scores != "rejected" and not (mode.startswith("hybrid") or mode == "judged"):
         raise ConfigError(f"reward.hybrid_scores={hybrid_scores} chooses what the reward model "
                           f"pays in the hybrid modes, not in reward.mode={mode}: use hybrid or "
                           "hybrid_cooper")
-    pays = (Payer.VERIFIER if mode == "rule" else Payer.HYBRID if mode.startswith("hybrid")
+    pays = (Payer.VERIFIER if mode == "rule"
+            else Payer.HYBRID if mode.startswith("hybrid") or mode == "judged"
             else Payer.REWARD_MODEL)
     if mode in UPDATING_MODES:
         stage2 = Stage2.UPDATE
@@ -183,14 +196,13 @@ def reward_plan(mode: str, *, has_rm: bool, pair_metrics: bool = True,
         stage2 = Stage2.OFF
     hybrid = pays is Payer.HYBRID
     return RewardPlan(pays, stage2, has_rm and (pays is not Payer.VERIFIER or monitor),
-                      read_no_pays_zero=hybrid and hybrid_scores in ("unread", "audited"),
-                      scaled_by_audit=hybrid and hybrid_scores == "audited")
+                      read_no_pays_zero=hybrid and hybrid_scores == "unread")
 
 
 @dataclass
 class RewardConfig:
     mode: str = "cooper"
-    """'rule' (verifier only), 'rm' (fixed reward model), 'cooper' (reward model updated online), 'hybrid' (the verifier pays 1 where it accepts, the fixed reward model's score elsewhere) or 'hybrid_cooper' (the same, the reward model updated online)"""
+    """'rule' (verifier only), 'rm' (fixed reward model), 'cooper' (reward model updated online), 'hybrid' (the verifier pays 1 where it accepts, the fixed reward model's score elsewhere), 'hybrid_cooper' (the same, the reward model updated online) or 'judged' (Cooper taught by a judge where the rule misses right answers, the recommended design there: hybrid_cooper with reward.hybrid_scores=unread, rm_update.negatives=rollouts, rm_update.labels=judge, rm_update.replay=16, rm_update.anchor_weight=0.5; give judge.* and rm_update.replay_file, or rm_update.replay=0)"""
     model: str | None = None
     """reward-model folder (from `cooper rm train`); required in every mode but rule"""
     verifier_mode: str = "strict"
@@ -206,10 +218,12 @@ class RewardConfig:
     monitor_every: int = 1
     """in rule mode, score with the reward model on every Nth step only (1: every step): the
     policy trains the same, its hacking curves have a point every N steps"""
-    hybrid_scores: str = "rejected"
-    """in the hybrid modes, which of the rule's rejections the reward model's score pays: 'rejected' (every one) or 'unread' (only where the rule could not read the answer or the reference as a number; where it read both as different numbers it pays 0, as the rule does) or 'audited' (as 'unread', the score times the share of the answers it pays beyond the rule that the judge called right among judge.audit's draws, over about the last 20 steps: what such a paid answer is worth; needs judge.audit with judge.audit_from=paid)"""
+    hybrid_scores: str | None = None
+    """in the hybrid modes, which of the rule's rejections the reward model's score pays: 'rejected' (every one) or 'unread' (only where the rule could not read the answer or the reference as a number; where it read both as different numbers it pays 0, as the rule does); None: unread in reward.mode=judged, else rejected"""
     judge_rejected: bool = False
     """in rule mode, ask the judge (judge.*) about every rollout the rule rejects and pay 1 where it says right (TinyV's design: the judge as the rule's fallback, no reward model); each distinct answer to a problem is asked once"""
+
+    EXPERIMENTAL: ClassVar[tuple[str, ...]] = ("monitor_every",)
 
 
 @dataclass
@@ -224,15 +238,14 @@ class RMUpdateConfig:
     """verified-correct completions used as positives per prompt per step (paper: 1)"""
     positive_choice: str = "first"
     """which correct completion: 'first' (released code) or 'random'"""
-    negatives: str = "assistant"
+    negatives: str | None = None
     """where negatives come from: 'assistant' (written from each positive by assistant.backend,
     the paper), 'rollouts' (the same prompt's rollouts the verifier judges wrong, hardest first:
-    what the policy actually produces, exploits included, at no generation cost) or 'both'"""
+    what the policy actually produces, exploits included, at no generation cost) or 'both';
+    None: rollouts in reward.mode=judged, else assistant"""
     negatives_per_positive: int = 2
     """rollout negatives per positive, the highest-scored by the current reward model first
     (the method summary: up to two)"""
-    negatives_readable: bool = False
-    """take a wrong rollout as a negative only where the rule read both its answer and the reference as plain numbers and found them different: one it could not read (an answer or a reference in words, say) may be a right answer it missed, and is not taught as wrong"""
     max_attempts: int = 3
     """assistant attempts per negative before falling back or dropping the pair (paper: 3)"""
     micro_batch_size: int = 8
@@ -245,26 +258,40 @@ class RMUpdateConfig:
     (max(0, rm_update.margin - (s+ - s-)), the method summary's variant)"""
     margin: float = 1.0
     """the margin of the 'margin' loss, in logits"""
-    anchor_weight: float = 0.0
+    anchor_weight: float | None = None
     """weight of a BCE term on each pair's members (positive 1, negative 0) added to the loss;
-    keeps sigmoid(score) calibrated, which the pairwise losses leave free (0 = off, the paper)"""
+    keeps sigmoid(score) calibrated, which the pairwise losses leave free (0 = off, the paper;
+    None: 0.5 in reward.mode=judged, else 0)"""
     epochs: int = 1
     """passes (optimiser steps) over each step's pairs (paper's code: 1; method summary: 3)"""
     train_layers: int | None = None
     """update only the top k decoder layers and the score head (None = every layer, as in the
     paper); the rest stay frozen: less memory, a shorter backward pass, and the update runs only
     the top k layers on what the step's scoring pass computed below them (same gradients)"""
-    labels: str = "rule"
-    """where the update's labels come from: 'rule' (positives are what the rule accepts, negatives what it rejects, as in the paper) or 'judge' (labels beyond the rule: the rule's "no" is a negative only where it read the answer and the reference as different numbers and the reward model pays under judge.threshold; where the rule rejects and the reward model pays at least that (they disagree) or the rule could not read the answer or the reference, the judge (judge.*) decides, at most judge.budget of a step's rollouts, disagreements and the highest-paid first: judged right is a positive, judged wrong a negative, not judged (over budget, or the judge failed) no label at all)"""
-    replay: int = 0
-    """pairs of the reward model's own labelled training rows (rm_update.replay_file: a right and a wrong solution of one problem) added to every update (0 = off)"""
+    labels: str | None = None
+    """where the update's labels come from: 'rule' (positives are what the rule accepts, negatives what it rejects, as in the paper) or 'judge' (labels beyond the rule: the rule's "no" is a negative only where it read the answer and the reference as different numbers and the reward model pays under judge.threshold; where the rule rejects and the reward model pays at least that (they disagree) or the rule could not read the answer or the reference, the judge (judge.*) decides, at most judge.budget of a step's rollouts, the highest-paid first: judged right is a positive, judged wrong a negative, not judged (over budget, or the judge failed) no label at all); None: judge in reward.mode=judged, else rule"""
+    replay: int | None = None
+    """pairs of the reward model's own labelled training rows (rm_update.replay_file: a right and a wrong solution of one problem) added to every update (0 = off; None: 16 in reward.mode=judged, else 0)"""
     replay_file: str | None = None
     """labelled triples to replay (a `cooper rm train` data file); an experiment sets it to its setup's training rows"""
-    replay_judged: int = 0
-    """with rm_update.labels=judge: pairs drawn from those of earlier steps in which the judge labelled the positive or the negative, added to every update, so that a right answer the judge confirmed is still taught once the policy stops writing its form (0 = off; no new judge call; the last 4,096 kept, and saved in checkpoints)"""
+
+    EXPERIMENTAL: ClassVar[tuple[str, ...]] = ("positives_per_prompt", "positive_choice",
+                                               "negatives_per_positive", "pair_metrics")
+    REMOVED: ClassVar[dict[str, tuple[Any, str]]] = {
+        "negatives_readable": (False, REMOVED_AT), "replay_judged": (0, REMOVED_AT)}
+
+    def resolved(self, mode: str) -> RMUpdateConfig:
+        """A copy with the settings left at None given ``reward.mode``'s value (:data:`JUDGED` in
+        ``judged``, the paper's otherwise): the one place those defaults are decided."""
+        judged = mode == "judged"
+        plain = {"negatives": "assistant", "labels": "rule", "replay": 0, "anchor_weight": 0.0}
+        return dataclasses.replace(self, **{
+            key: (JUDGED[f"rm_update.{key}"] if judged else value)
+            for key, value in plain.items() if getattr(self, key) is None})
 
     def check(self) -> RMUpdateConfig:
-        """This section's own checks (also run by :meth:`TrainConfig.validate`)."""
+        """This section's own checks, on :meth:`resolved` settings (also run by
+        :meth:`TrainConfig.validate`)."""
         choice("rm_update.positive_choice", self.positive_choice, ("first", "random"))
         choice("rm_update.loss", self.loss, PAIR_LOSSES)
         choice("rm_update.negatives", self.negatives, NEGATIVE_SOURCES)
@@ -278,13 +305,8 @@ class RMUpdateConfig:
             raise ConfigError("rm_update.train_layers must be >= 1 (or none for every layer), "
                               f"got {self.train_layers}")
         choice("rm_update.labels", self.labels, ("rule", "judge"))
-        for key in ("replay", "replay_judged"):
-            if getattr(self, key) < 0:
-                raise ConfigError(f"rm_update.{key} must be >= 0 (0 = off), got "
-                                  f"{getattr(self, key)}")
-        if self.replay_judged and self.labels != "judge":
-            raise ConfigError("rm_update.replay_judged replays the pairs the judge labelled: it "
-                              "needs rm_update.labels=judge (and a judge)")
+        if self.replay < 0:
+            raise ConfigError(f"rm_update.replay must be >= 0 (0 = off), got {self.replay}")
         return self
 
 
@@ -330,7 +352,6 @@ class AssistantConfig:
 
 
 JUDGE_BACKENDS = ("none", "gold", "local", "endpoint")
-JUDGE_ORDERS = ("paid", "doubtful")  # judge.order: highest-paid first, or nearest the threshold
 
 
 @dataclass
@@ -361,14 +382,13 @@ class JudgeConfig:
     """rm_update.labels=judge: new judge calls a step, at most this share of the step's rollouts (answers judged before are free); reward.judge_rejected asks about every rejection"""
     threshold: float = 0.5
     """rm_update.labels=judge: a rule-rejected rollout the reward model pays at least this much is a disagreement, judged first"""
-    order: str = "paid"
-    """rm_update.labels=judge: which candidates the judge is asked about first: 'paid' (the highest-paid first: the disagreements the reward model is surest of) or 'doubtful' (the reward model's score nearest judge.threshold first: the answers it is least sure of, uncertainty sampling); unscored ones last either way"""
-    audit: float = 0.0
-    """rm_update.labels=judge: the share of a step's new judge calls (rounded, halves up) drawn at random, seeded by the run's seed and the step, from the candidates judge.order would not reach; 0 asks in that order only"""
-    audit_from: str = "all"
-    """judge.audit: draw among every candidate beyond judge.order's reach ('all'), or only among those the reward model pays at least judge.threshold ('paid': the wrong answers the policy is paid for)"""
-    audit_grow: int = 0
-    """judge.audit: at most this many draws a step beyond judge.budget, one for each drawn answer the judge called wrong the step before (the audit asks more while it finds wrong answers); 0 keeps every step within the budget"""
+    fail_steps: int = 3
+    """stop the run when the judge gave no verdict at all (every call failed) on this many steps in a row that asked it, naming the judge and its last failure; 0: go on, those steps' answers left unlabelled (the rule's labels alone)"""
+
+    EXPERIMENTAL: ClassVar[tuple[str, ...]] = ("error_rate", "mode")
+    REMOVED: ClassVar[dict[str, tuple[Any, str]]] = {
+        "order": ("paid", REMOVED_AT), "audit": (0.0, REMOVED_AT), "audit_from": ("all", REMOVED_AT),
+        "audit_grow": (0, REMOVED_AT)}
 
     def check(self) -> JudgeConfig:
         choice("judge.backend", self.backend, JUDGE_BACKENDS)
@@ -387,18 +407,9 @@ class JudgeConfig:
         if not 0.0 <= self.threshold <= 1.0:
             raise ConfigError(f"judge.threshold is a reward-model probability in [0, 1], got "
                               f"{self.threshold}")
-        if not 0.0 <= self.audit <= 1.0:
-            raise ConfigError(f"judge.audit is a share of a step's judge calls in [0, 1], got "
-                              f"{self.audit}")
-        choice("judge.audit_from", self.audit_from, ("all", "paid"))
-        choice("judge.order", self.order, JUDGE_ORDERS)
-        if self.audit_grow < 0:
-            raise ConfigError(f"judge.audit_grow is a number of extra judge calls a step, 0 or "
-                              f"more, got {self.audit_grow}")
-        if self.audit_grow and not self.audit:
-            raise ConfigError(f"judge.audit_grow={self.audit_grow} adds draws to judge.audit's, "
-                              "but judge.audit is 0: set judge.audit=S (a share of the calls), "
-                              "or judge.audit_grow=0")
+        if self.fail_steps < 0:
+            raise ConfigError(f"judge.fail_steps is a number of steps, 0 (never stop) or more, "
+                              f"got {self.fail_steps}")
         if self.backend == "endpoint" and not (self.base_url and self.model):
             raise ConfigError("judge.backend=endpoint needs judge.base_url=URL and "
                               "judge.model=NAME")
@@ -487,16 +498,41 @@ class TrainConfig:
                               f"{self.max_steps} separated by commas, e.g. 400,450,500")
         return steps
 
-    def validate(self, num_processes: int = 1) -> TrainConfig:
-        """Cross-field checks; raises :class:`ConfigError` naming the fix."""
+    def resolve(self) -> TrainConfig:
+        """Give the settings left at None their ``reward.mode``'s value (in place; again is a
+        no-op): after it every setting holds what the run uses, as ``--print-config`` shows."""
         choice("reward.mode", self.reward.mode, MODES)
-        self.policy_steps()  # a bad list fails here, before any model loads
+        self.rm_update = self.rm_update.resolved(self.reward.mode)
+        if self.reward.hybrid_scores is None:
+            self.reward.hybrid_scores = (JUDGED["reward.hybrid_scores"]
+                                         if self.reward.mode == "judged" else "rejected")
+        return self
+
+    def check_reward(self, *, has_rm: bool, has_judge: bool = False) -> TrainConfig:
+        """The checks of what pays the policy and what updates the reward model (``reward``,
+        ``rm_update``, ``judge``, ``assistant``), after :meth:`resolve`: the one place both
+        ``cooper train`` (:meth:`validate`) and the TRL drop-in check them. ``has_judge``: the
+        caller brings a judge object (the drop-in's ``judge=Judge``) instead of ``judge.backend``."""
+        self.resolve()
         choice("reward.verifier_mode", self.reward.verifier_mode, ("strict", "lenient", "gold"))
-        choice("validation.judge", self.validation.judge, ("rule", "gold"))
         choice("assistant.backend", self.assistant.backend, ("local", "endpoint", "rewrite"))
         self.rm_update.check()
         self.judge.check()
-        self._check_judge_uses()
+        plan = self.plan()  # checks reward.hybrid_scores against the mode
+        if plan.pays_with_rm and not has_rm:
+            raise ConfigError(
+                f"reward.mode={self.reward.mode} needs a reward model: set reward.model=DIR to a "
+                "folder from `cooper rm train` (or any causal LM checkpoint to start from scratch)")
+        self._check_judge_uses(has_judge)
+        if self.reward.monitor_every < 1:
+            raise ConfigError(f"reward.monitor_every must be >= 1, got {self.reward.monitor_every}")
+        return self
+
+    def validate(self, num_processes: int = 1) -> TrainConfig:
+        """Cross-field checks; raises :class:`ConfigError` naming the fix."""
+        self.check_reward(has_rm=bool(self.reward.model))
+        self.policy_steps()  # a bad list fails here, before any model loads
+        choice("validation.judge", self.validation.judge, ("rule", "gold"))
         choice("rollout.vllm_mode", self.rollout.vllm_mode, ("colocate", "server"))
         choice("policy.dtype", self.policy.dtype, ("float32", "bfloat16", "float16"))
         choice("policy.scale_rewards", self.policy.scale_rewards, ("group", "batch", "none"))
@@ -504,10 +540,6 @@ class TrainConfig:
                ("sum_then_normalize", "normalize_then_sum"))
         choice("policy.importance_sampling_level", self.policy.importance_sampling_level,
                ("token", "sequence"))
-        if self.plan().pays_with_rm and not self.reward.model:
-            raise ConfigError(
-                f"reward.mode={self.reward.mode} needs a reward model: set reward.model=DIR to a "
-                "folder from `cooper rm train` (or any causal LM checkpoint to start from scratch)")
         if self.validation.rm_probe and not self.reward.model:
             raise ConfigError("validation.rm_probe scores the reward model, but there is none: "
                               "set reward.model=DIR or drop validation.rm_probe")
@@ -522,8 +554,7 @@ class TrainConfig:
         for key in ("max_steps", "policy.num_iterations", "rollout.prompts_per_step",
                     "rollout.samples_per_prompt", "rollout.micro_batch_size",
                     "rollout.max_completion_length",
-                    "assistant.batch_size", "validation.samples", "validation.limit",
-                    "reward.monitor_every"):
+                    "assistant.batch_size", "validation.samples", "validation.limit"):
             if get_key(self, key) < 1:
                 raise ConfigError(f"{key} must be >= 1, got {get_key(self, key)}")
         if self.assistant.attempts_per_call < 0:
@@ -563,42 +594,31 @@ class TrainConfig:
                                   "(metrics.jsonl alone) or some of: "
                                   f"{', '.join(REPORT_BACKENDS[1:])}, comma-separated")
 
-    def _check_judge_uses(self) -> None:
+    def _check_judge_uses(self, has_judge: bool = False) -> None:
         """A judge asked for is configured, and one configured is used."""
         uses = [k for k, on in (("reward.judge_rejected", self.reward.judge_rejected),
                                 ("rm_update.labels=judge", self.rm_update.labels == "judge"))
                 if on]
-        if uses and self.judge.backend == "none":
+        if uses and self.judge.backend == "none" and not has_judge:
             raise ConfigError(f"{' and '.join(uses)} ask(s) a judge, but judge.backend=none: "
-                              "set judge.backend=gold (testbeds), local or endpoint")
+                              "set judge.backend=endpoint (with judge.base_url and judge.model), "
+                              "local (judge.model) or gold (testbeds); in the TRL drop-in, "
+                              "judge='api:MODEL@URL', 'hf:MODEL' or 'gold'")
         if self.reward.judge_rejected and self.reward.mode != "rule":
             raise ConfigError(f"reward.judge_rejected pays where the rule says no, so it needs "
                               f"reward.mode=rule, not {self.reward.mode}; for a reward model "
                               "taught by the judge use rm_update.labels=judge")
         if self.rm_update.labels == "judge" and self.reward.mode not in UPDATING_MODES:
             raise ConfigError(f"rm_update.labels=judge labels the reward model's update, which "
-                              f"reward.mode={self.reward.mode} does not run: use cooper or "
-                              "hybrid_cooper")
-        if self.judge.audit and self.rm_update.labels != "judge":
-            raise ConfigError("judge.audit orders the judge's calls for rm_update.labels=judge, "
-                              "which is off: set rm_update.labels=judge, or judge.audit=0")
-        if self.judge.order != "paid" and self.rm_update.labels != "judge":
-            raise ConfigError(f"judge.order={self.judge.order} orders the judge's calls for "
-                              "rm_update.labels=judge, which is off: set rm_update.labels=judge, "
-                              "or leave judge.order=paid")
-        if self.judge.audit_from != "all" and not self.judge.audit:
-            raise ConfigError(f"judge.audit_from={self.judge.audit_from} says where judge.audit's "
-                              "calls are drawn, but judge.audit is 0: set judge.audit=S (a share "
-                              "of the calls), or leave judge.audit_from=all")
-        if self.reward.hybrid_scores == "audited" and not (self.judge.audit
-                                                           and self.judge.audit_from == "paid"):
-            raise ConfigError("reward.hybrid_scores=audited scales the pay by what the audit finds "
-                              "among the answers the reward model pays: set judge.audit=S (a share "
-                              "of the calls) and judge.audit_from=paid, with "
-                              "rm_update.labels=judge, or use reward.hybrid_scores=unread")
+                              f"reward.mode={self.reward.mode} does not run: use judged, cooper "
+                              "or hybrid_cooper")
         if self.rm_update.replay and not self.rm_update.replay_file:
+            judged = (" (reward.mode=judged replays 16 by default: give the file, or set "
+                      "rm_update.replay=0 where those rows are not at hand)"
+                      if self.reward.mode == "judged" else "")
             raise ConfigError("rm_update.replay needs rm_update.replay_file: the labelled rows "
-                              "the reward model was trained on (a `cooper rm train` data file)")
+                              "the reward model was trained on (a `cooper rm train` data file)"
+                              + judged)
         if self.rm_update.replay and self.reward.mode not in UPDATING_MODES:
             raise ConfigError(f"rm_update.replay adds rows to the reward model's update, which "
                               f"reward.mode={self.reward.mode} does not run")
@@ -611,7 +631,8 @@ class TrainConfig:
 
     def uses_assistant(self) -> bool:
         """Stage 2 writes negatives from positives (``rm_update.negatives`` assistant or both)."""
-        return self.plan().stage2 is not Stage2.OFF and self.rm_update.negatives != "rollouts"
+        negatives = self.rm_update.resolved(self.reward.mode).negatives
+        return self.plan().stage2 is not Stage2.OFF and negatives != "rollouts"
 
     def background_negatives(self) -> bool:
         """Write negatives while the policy updates (:meth:`AssistantConfig.in_background`)."""
@@ -658,3 +679,12 @@ def recorded_grpo(preset: str | None) -> dict[str, Any] | None:
 def field_docs() -> dict[str, str]:
     """Every ``cooper train`` setting's dotted name -> its one-line docstring."""
     return engine_field_docs(TrainConfig)
+
+
+def experimental_settings() -> set[str]:
+    """The dotted names of the settings listed apart by ``cooper train --settings``: testbed
+    stand-ins and the paper's finer choices, which a run rarely changes (each section's
+    ``EXPERIMENTAL``)."""
+    return {f"{f.name}.{key}" for f in dataclasses.fields(TrainConfig)
+            if dataclasses.is_dataclass(f.default_factory)
+            for key in getattr(f.default_factory, "EXPERIMENTAL", ())}

@@ -32,7 +32,6 @@ COMPLETE_MARKER = "cooper-checkpoint.json"
 RM_FOLDER = "reward_model"
 RM_OPTIMIZER = "reward_model_optimizer.pt"
 JUDGE_STATE = "judge.json"  # the judge's verdicts so far and its call count (cooper.rl.judging)
-REPLAY_STATE = "replay_judged.json"  # the judged pairs kept for replay (cooper.rl.replay)
 STAGING = ".staging"  # checkpoints are written here, then renamed into the run folder
 POLICY_STEPS = "policy-steps"
 """the run folder's sub-folder of policies kept at chosen steps (``keep_policy_steps``)"""
@@ -45,16 +44,13 @@ def kept_policy_dir(run_dir: str | os.PathLike, step: int) -> Path:
 
 def save_reward_model_state(cooper: CooperReward, folder: str | os.PathLike) -> None:
     """The reward model's weights and (in cooper mode) its optimiser, beside the policy's; and
-    the judge's verdicts where one is asked (and the pairs it labelled, kept for
-    ``rm_update.replay_judged``), so a resumed run asks and replays what an uninterrupted one
+    the judge's verdicts where one is asked, so a resumed run asks what an uninterrupted one
     would."""
     import torch
 
     if cooper.judge is not None:
         Path(folder).mkdir(parents=True, exist_ok=True)
         (Path(folder) / JUDGE_STATE).write_text(json.dumps(cooper.judge.state_dict()))
-        if cooper.replay.judged:
-            (Path(folder) / REPLAY_STATE).write_text(json.dumps(cooper.replay.state_dict()))
     if cooper.rm is None:
         return
     cooper.rm.save(Path(folder) / RM_FOLDER)
@@ -67,15 +63,19 @@ def load_reward_model_state(cooper: CooperReward, folder: str | os.PathLike) -> 
     from safetensors.torch import load_file
 
     folder = Path(folder)
-    if cooper.judge is not None and (folder / JUDGE_STATE).is_file():
-        cooper.judge.load_state_dict(json.loads((folder / JUDGE_STATE).read_text()))
-    if (folder / REPLAY_STATE).is_file():
+    if cooper.judge is not None:  # a judged run resumes with what its judge was told
+        path = folder / JUDGE_STATE
+        if not path.is_file():
+            raise UserError(f"{folder} holds no {JUDGE_STATE}, but this run asks a judge: "
+                            "resuming without its verdicts would ask them all again and change "
+                            "what the run learns. Resume from a checkpoint that the judged run "
+                            "saved, or start a new run (another output_dir)")
         try:
-            state = json.loads((folder / REPLAY_STATE).read_text())
+            judge_state = json.loads(path.read_text())
         except json.JSONDecodeError as e:
-            raise UserError(f"{folder / REPLAY_STATE} is not JSON ({e}): restore it from the "
-                            "run's other checkpoint, or delete it to resume with none kept") from e
-        cooper.replay.load_state_dict(state)
+            raise UserError(f"{path} is not JSON ({e}): restore it from the run's other "
+                            "checkpoint, or start a new run") from e
+        cooper.judge.load_state_dict(judge_state)
     if cooper.rm is None or not (folder / RM_FOLDER).is_dir():
         return
     weights = sorted((folder / RM_FOLDER).glob("*.safetensors"))

@@ -1,54 +1,54 @@
-"""Asking a judge about a step's rollouts: each distinct answer once, within a budget, never a
-crash.
+"""Asking a judge about a step's rollouts: each distinct answer once, within a budget, loud when
+the judge never answers.
 
 Two uses in a run, each a setting (``docs/training.md``, "Labels beyond the rule"):
 
 - ``reward.judge_rejected`` (TinyV's design): every rollout the rule rejects is put to the
-  judge, and a "yes" pays 1;
-- ``rm_update.labels=judge``: Cooper's update takes labels from the judge where the rule's "no" says
-  nothing (it could not read the answer or the reference) or the reward model disagrees with it,
-  at most ``judge.budget`` of the step's rollouts (:func:`stage2_candidates` orders them; with
-  ``judge.audit``, :func:`audit_order` draws part of them at random instead, and with
-  ``judge.audit_grow`` each drawn answer the judge calls wrong buys one more draw the next step).
+  judge, and a "yes" pays 1 (:meth:`RolloutJudge.pay_rejected`);
+- ``rm_update.labels=judge`` (``reward.mode=judged`` sets it): Cooper's update takes labels from
+  the judge where the rule's "no" says nothing (it could not read the answer or the reference)
+  or the reward model disagrees with it, at most ``judge.budget`` of the step's rollouts, the
+  highest-paid first (:meth:`RolloutJudge.label_rejections`, :func:`stage2_candidates`).
 
 The judge is any :class:`cooper.labelling.judge.Judge`: an LLM behind an endpoint, a local
-model, or the testbeds' gold judge. :class:`RolloutJudge` keeps what it was told, keyed by the
-problem and the final answer (:func:`answer_key`), so the same answer to the same problem is
-asked once in the whole run, and a later step gets it for free; with several processes each asks
-its share of the new answers and the verdicts are gathered, so every process labels alike. A
-call that fails, times out, raises or answers nonsense gives no label (counted), never a guess;
-the run goes on. Its record is saved in every checkpoint, so a resumed run asks what an
-uninterrupted one would.
+model, or the testbeds' gold judge. :class:`RolloutJudge` owns everything the asking depends
+on: the judge, its budget and threshold, and what it was told, keyed by the problem and the
+final answer (:func:`answer_key`), so the same answer to the same problem is asked once in the
+whole run and a later step gets it for free. With several processes each asks its share of the
+new answers and the verdicts are gathered, so every process labels alike. A call that fails,
+times out, raises or answers nonsense gives no label (counted), never a guess; but a judge that
+gives no verdict at all on ``judge.fail_steps`` steps in a row stops the run, naming itself
+and its last failure (a wrong URL must not quietly turn a judged run into a rule-labelled
+one). Its state is saved in every checkpoint, so a resumed run asks what an uninterrupted one
+would.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import random
 import time
-from collections.abc import Container, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from cooper.errors import UserError
 from cooper.infra.collective import Collective, SingleProcess
 from cooper.rl.blind_spot import rule_read
 from cooper.types import Rollout
 from cooper.verify.extraction import clean_answer
-from cooper.verify.verifier import verify_batch
 
 if TYPE_CHECKING:
-    from cooper.config.train import JudgeConfig, TrainConfig
+    from cooper.config.train import JudgeConfig
     from cooper.labelling.judge import Judge
 
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
 
-PRECISION_DECAY = 0.95
-"""the weight a step's audit draws keep per later step in :meth:`RolloutJudge.paid_precision`:
-about the last 20 steps count (20 draws at one a step, a standard error near 0.1), so an exploit
-that grows over a few tens of steps moves the estimate while it grows"""
+
+class JudgeUnavailable(UserError):
+    """The judge gave no verdict on ``judge.fail_steps`` steps in a row."""
 
 
 def answer_key(r: Rollout) -> Key:
@@ -62,7 +62,7 @@ def answer_key(r: Rollout) -> Key:
 class JudgeRound:
     """What one step asked of the judge (logged under ``judge/``, :func:`judge_metrics`)."""
 
-    rollouts: int  # the step's rollouts, over all processes (the callers below set it)
+    rollouts: int  # the step's rollouts, over all processes
     candidates: int  # rollouts the judge was to label
     distinct: int  # distinct (problem, answer) among them
     cached: int  # of those, decided in an earlier step or call (free)
@@ -72,10 +72,7 @@ class JudgeRound:
     yes: int  # calls answered "right"
     no: int  # calls answered "wrong"
     seconds: float
-    audited: int = 0  # of the calls, drawn at random (``judge.audit``, :func:`audit_order`)
-    audited_yes: int = 0  # of those, answered "right"
-    extra: int = 0  # of the drawn, beyond the budget (``judge.audit_grow``)
-    paid_precision: float | None = None  # the estimate after this step's draws (with an audit)
+    failed_steps: int = 0  # steps in a row, this one included, on which every call failed
 
 
 def judge_metrics(r: JudgeRound) -> dict[str, float]:
@@ -85,52 +82,64 @@ def judge_metrics(r: JudgeRound) -> dict[str, float]:
             "judge/asked_share": r.asked / r.rollouts if r.rollouts else 0.0,
             "judge/cached": r.cached, "judge/unlabelled": r.unlabelled,
             "judge/failed": r.failed, "judge/yes": r.yes, "judge/no": r.no,
-            "judge/audited": r.audited, "judge/audited_yes": r.audited_yes,
-            "judge/audit_extra": r.extra,
-            **({"judge/paid_precision": r.paid_precision} if r.paid_precision is not None
-               else {}),
-            "perf/judge": r.seconds}
+            "judge/failed_steps": r.failed_steps, "perf/judge": r.seconds}
 
 
 class RolloutJudge:
-    """A :class:`~cooper.labelling.judge.Judge` asked about rollouts, with a memory of its
-    verdicts (see the module docstring). ``audit`` is the share of Cooper's judge budget drawn at
-    random (:func:`audit_order`), from draws seeded by ``seed`` and the step, among every candidate
-    (``audit_from="all"``) or only those the reward model pays at least the threshold (``"paid"``);
-    ``audit_grow`` caps the draws a step adds beyond the budget, one for each drawn answer the
-    judge called wrong the step before (``extra``)."""
+    """A :class:`~cooper.labelling.judge.Judge` asked about rollouts: its budget and threshold
+    (``judge.*``), its memory of verdicts, and a count of the steps in a row on which it gave
+    none (see the module docstring). ``name`` says which judge it is in an error."""
 
-    def __init__(self, judge: Judge, *, collective: Collective | None = None,
-                 audit: float = 0.0, seed: int = 0, audit_from: str = "all",
-                 audit_grow: int = 0, order: str = "paid"):
-        self.judge = judge
-        self.audit, self.seed, self.audit_from, self.order = audit, seed, audit_from, order
-        self.audit_grow = audit_grow
+    def __init__(self, judge: Judge, *, budget: float = 0.1, threshold: float = 0.5,
+                 fail_steps: int = 3, name: str | None = None,
+                 collective: Collective | None = None):
+        self.judge, self.budget, self.threshold, self.fail_steps = judge, budget, threshold, fail_steps
+        self.name = name or getattr(judge, "name", type(judge).__name__)
         self.collective = collective or SingleProcess()
         self.verdicts: dict[Key, bool] = {}
         self.calls = 0  # new calls over the run, every process's
-        self.extra = 0  # draws the next step adds beyond the budget (``audit_grow``)
-        self.audit_right = self.audit_drawn = 0.0  # the audit's verdicts, decayed per step
+        self.failed_steps = 0  # steps in a row on which every call failed
+        self.last_failure = ""
 
-    def paid_precision(self) -> float:
-        """The share of the answers the reward model pays beyond the rule that are right, as the
-        audit's draws among them say: (right + 1) / (drawn + 2), each step's draws weighed
-        ``PRECISION_DECAY`` less per step since (1/2 before any draw). What
-        ``reward.hybrid_scores=audited`` pays such an answer per unit of score."""
-        return (self.audit_right + 1.0) / (self.audit_drawn + 2.0)
+    # ------------------------------------------------------------------ the two uses
 
-    def observe_audit(self, verdicts: Sequence[bool | None]) -> None:
-        """Count one step's drawn answers (no verdict: not counted) into :meth:`paid_precision`."""
-        decided = [v for v in verdicts if v is not None]
-        self.audit_right = PRECISION_DECAY * self.audit_right + sum(decided)
-        self.audit_drawn = PRECISION_DECAY * self.audit_drawn + len(decided)
+    def pay_rejected(self, mine: list[Rollout], everyone: list[Rollout]
+                     ) -> tuple[list[Rollout], list[Rollout], JudgeRound]:
+        """``reward.judge_rejected``: every rollout the rule rejected, put to the judge (each
+        distinct answer once); its verdict rides on the rollout (``judged``), this process's
+        (``mine``) and the gathered step's (``everyone``) alike."""
+        rejected = [r for r in everyone if not r.correct]
+        labels, judged = self.label(rejected)
+        verdicts = {answer_key(r): v for r, v in zip(rejected, labels, strict=True)}
+
+        def with_verdict(rs: list[Rollout]) -> list[Rollout]:
+            return [r if r.correct else replace(r, judged=verdicts.get(answer_key(r))) for r in rs]
+
+        return with_verdict(mine), with_verdict(everyone), replace(judged, rollouts=len(everyone))
+
+    def label_rejections(self, everyone: list[Rollout]) -> tuple[list[Rollout], JudgeRound]:
+        """``rm_update.labels=judge``: the step's rollouts labelled for the update (``correct``
+        is the label; ``judged`` is set where the judge gave it): the rule's yes, its trusted
+        no, and the judge's verdicts on the rest, asking at most ``budget`` of the rollouts in
+        :func:`stage2_candidates`' order; a rollout with no label is left out."""
+        trusted, candidates = stage2_candidates(everyone, self.threshold)
+        labels, judged = self.label([everyone[i] for i in candidates],
+                                    limit=math.floor(self.budget * len(everyone)))
+        keep = {i: r for i, r in enumerate(everyone) if r.correct}
+        keep.update((i, everyone[i]) for i in trusted)
+        keep.update((i, replace(everyone[i], correct=label, judged=label))
+                    for i, label in zip(candidates, labels, strict=True) if label is not None)
+        return [keep[i] for i in sorted(keep)], replace(judged, rollouts=len(everyone))
+
+    # ------------------------------------------------------------------ asking
 
     def label(self, rollouts: Sequence[Rollout], *, limit: int | None = None
               ) -> tuple[list[bool | None], JudgeRound]:
         """The judge's verdict on each rollout (None: no label), asking about at most ``limit``
         distinct answers not decided before (None: all), in the order they first appear: the
         caller puts first what it wants judged first. ``rollouts`` must be the same list on
-        every process (the gathered step)."""
+        every process (the gathered step). Raises :class:`JudgeUnavailable` on the
+        ``fail_steps``-th step in a row whose every call failed."""
         t = time.perf_counter()
         keys = [answer_key(r) for r in rollouts]
         first: dict[Key, Rollout] = {}
@@ -149,15 +158,24 @@ class RolloutJudge:
         self.calls += len(ask)
         labels = [self.verdicts.get(k) for k in keys]
         decided = [v for v in got.values() if v is not None]
+        if got:  # a step that asked: did any call answer?
+            self.failed_steps = 0 if decided else self.failed_steps + 1
+        if self.fail_steps and self.failed_steps >= self.fail_steps:
+            raise JudgeUnavailable(
+                f"the judge ({self.name}) gave no verdict on {self.failed_steps} steps in a row "
+                f"(its last failure: {self.last_failure or 'unknown'}); check that it is up and "
+                "reachable (judge.base_url, judge.model), or set judge.fail_steps=0 to go on with "
+                "those answers unlabelled (the rule's labels alone)")
         return labels, JudgeRound(
             rollouts=len(rollouts), candidates=len(rollouts), distinct=len(first),
             cached=len(first) - len(new), asked=len(ask),
             unlabelled=sum(v is None for v in labels), failed=len(got) - len(decided),
-            yes=sum(decided), no=len(decided) - sum(decided), seconds=time.perf_counter() - t)
+            yes=sum(decided), no=len(decided) - sum(decided), seconds=time.perf_counter() - t,
+            failed_steps=self.failed_steps)
 
     def _ask(self, rollouts: list[Rollout]) -> list[bool | None]:
-        """The judge's verdicts; None where it gave none. Never raises: a judge that fails
-        gives no label."""
+        """The judge's verdicts; None where it gave none (the reason kept in
+        ``last_failure``). Never raises: a judge that fails gives no label."""
         if not rollouts:
             return []
         from cooper.labelling.judge import JudgeItem
@@ -166,14 +184,20 @@ class RolloutJudge:
         try:
             verdicts = self.judge.judge(items)
         except Exception as e:  # noqa: BLE001 -- any failure of the judge is "no label"
-            log.warning("the judge (%s) failed on %d answers, which get no label: %s: %s",
-                        getattr(self.judge, "name", "?"), len(items), type(e).__name__, e)
+            self.last_failure = f"{type(e).__name__}: {e}"
+            log.warning("the judge (%s) failed on %d answers, which get no label: %s",
+                        self.name, len(items), self.last_failure)
             return [None] * len(items)
         if len(verdicts) != len(items):
-            log.warning("the judge (%s) gave %d verdicts for %d answers; none is used",
-                        getattr(self.judge, "name", "?"), len(verdicts), len(items))
+            self.last_failure = f"{len(verdicts)} verdicts for {len(items)} answers"
+            log.warning("the judge (%s) gave %s; none is used", self.name, self.last_failure)
             return [None] * len(items)
+        for v in verdicts:
+            if v.correct is None:
+                self.last_failure = v.error or f"{v.verdict} reply: {v.output[:200]!r}"
         return [v.correct for v in verdicts]
+
+    # ------------------------------------------------------------------ bookkeeping
 
     def metrics(self) -> dict[str, float]:
         """The judge's own counters (an endpoint's retries and failures, the gold judge's
@@ -185,68 +209,16 @@ class RolloutJudge:
         return {f"judge/{k}": float(v) for k, v in raw.items()}
 
     def state_dict(self) -> dict[str, Any]:
-        return {"calls": self.calls, "extra": self.extra, "audit_right": self.audit_right,
-                "audit_drawn": self.audit_drawn,
+        return {"calls": self.calls, "failed_steps": self.failed_steps,
                 "verdicts": [[p, a, v] for (p, a), v in self.verdicts.items()]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.calls = int(state.get("calls", 0))
-        self.extra = int(state.get("extra", 0))
-        self.audit_right = float(state.get("audit_right", 0.0))
-        self.audit_drawn = float(state.get("audit_drawn", 0.0))
+        self.failed_steps = int(state.get("failed_steps", 0))
         self.verdicts = {(str(p), str(a)): bool(v) for p, a, v in state.get("verdicts", [])}
 
     def close(self) -> None:
         self.judge.close()
-
-
-def rollout_judge(cfg: TrainConfig, collective: Collective | None = None) -> RolloutJudge | None:
-    """The judge a ``cooper train`` run asks (``judge.*``), None when no setting asks one."""
-    if not (cfg.reward.judge_rejected or cfg.rm_update.labels == "judge"):
-        return None
-    from cooper.labelling.judge import judge_from_config
-
-    judge = judge_from_config(cfg.judge, seed=cfg.seed, dtype=cfg.policy.dtype)
-    return (RolloutJudge(judge, collective=collective, seed=cfg.seed, **audit_settings(cfg.judge))
-            if judge is not None else None)
-
-
-def audit_settings(cfg: JudgeConfig) -> dict[str, Any]:
-    """The ``judge.audit*`` settings as :class:`RolloutJudge`'s keyword arguments: one place for
-    both a ``cooper train`` run's judge and the drop-in's."""
-    return {"audit": cfg.audit, "audit_from": cfg.audit_from, "audit_grow": cfg.audit_grow,
-            "order": cfg.order}
-
-
-def drop_in_judge(judge: Judge | JudgeConfig | None, *, labels: str, judge_rejected: bool,
-                  mode: str, updates: bool, budget: float, threshold: float, seed: int = 0,
-                  dtype: str | None = None) -> tuple[RolloutJudge | None, float, float]:
-    """The judge of a :class:`~cooper.rl.trl_reward.CooperRewardFunction` (``judge=``), checked
-    against what asks it (``labels="judge"``, ``judge_rejected=True``), with its budget and
-    threshold (a :class:`~cooper.config.train.JudgeConfig` brings its own); None when nothing
-    asks it."""
-    from cooper.config.engine import ConfigError
-    from cooper.config.train import JudgeConfig
-
-    asks = [k for k, on in (("labels='judge'", labels == "judge"),
-                            ("judge_rejected=True", judge_rejected)) if on]
-    if asks and judge is None:
-        raise ConfigError(f"{' and '.join(asks)} ask(s) a judge: pass judge=... (a Judge, "
-                          "e.g. from cooper.labelling.make_judge, or a JudgeConfig)")
-    if judge_rejected and mode != "rule":
-        raise ConfigError("judge_rejected=True pays the judge's yes where the rule says no: "
-                          "use it with mode='rule'")
-    if labels == "judge" and not updates:
-        raise ConfigError(f"labels='judge' labels the reward model's update, which "
-                          f"mode={mode!r} does not run: use 'cooper' or 'hybrid_cooper'")
-    audit: dict[str, Any] = {}  # a Judge alone: no audit
-    if isinstance(judge, JudgeConfig):
-        from cooper.labelling.judge import judge_from_config
-
-        budget, threshold, audit = judge.budget, judge.threshold, audit_settings(judge)
-        judge = judge_from_config(judge.check(), seed=seed, dtype=dtype) if asks else None
-    asked = (RolloutJudge(judge, seed=seed, **audit) if asks and judge is not None else None)
-    return asked, budget, threshold
 
 
 def paid_score(r: Rollout) -> float | None:
@@ -254,7 +226,7 @@ def paid_score(r: Rollout) -> float | None:
     return r.rm_score if r.rm_score is not None and math.isfinite(r.rm_score) else None
 
 
-def stage2_candidates(rollouts: Sequence[Rollout], threshold: float, order: str = "paid"
+def stage2_candidates(rollouts: Sequence[Rollout], threshold: float
                       ) -> tuple[list[int], list[int]]:
     """How Cooper's update labels the rule's rejections with a judge (``rm_update.labels=judge``):
     (trusted negatives, candidates for the judge), as indices into ``rollouts``.
@@ -262,12 +234,9 @@ def stage2_candidates(rollouts: Sequence[Rollout], threshold: float, order: str 
     The rule's "no" is trusted where it read the answer and the reference as different numbers
     (:func:`~cooper.rl.blind_spot.rule_read`) and the reward model pays under ``threshold``. Where
     it rejects and the reward model pays at least ``threshold`` (they disagree), or it could not
-    read the answer or the reference (its "no" says nothing), the judge decides. ``order``
-    (``judge.order``): ``"paid"`` puts the highest-paid candidates first, so the disagreements
-    the reward model is surest of are judged first; ``"doubtful"`` puts first those it pays
-    nearest ``threshold``, the answers it is least sure of (uncertainty sampling: a small budget
-    spent highest-paid first mostly confirms answers it already pays rightly). Unscored
-    candidates come last either way. A rollout the rule accepts is neither (it is a positive)."""
+    read the answer or the reference (its "no" says nothing), the judge decides, the
+    highest-paid candidates first, unscored ones last (ties in sampling order). A rollout the
+    rule accepts is neither (it is a positive)."""
     trusted, candidates = [], []
     for i, r in enumerate(rollouts):
         if r.correct:
@@ -281,98 +250,58 @@ def stage2_candidates(rollouts: Sequence[Rollout], threshold: float, order: str 
 
     def first(i: int) -> float:  # the smaller, the sooner asked
         s = paid_score(rollouts[i])
-        if s is None:
-            return math.inf
-        return -s if order == "paid" else abs(s - threshold)
+        return math.inf if s is None else -s
 
     return trusted, sorted(candidates, key=first)  # stable: ties in sampling order
 
 
-def audit_order(keys: Sequence[Key], known: Container[Key], limit: int, share: float,
-                rng: random.Random, drawable: Container[Key] | None = None, extra: int = 0
-                ) -> tuple[list[int], list[Key], int]:
-    """``keys`` (the candidates' answers, in the order :func:`stage2_candidates` gives) put in the
-    order the judge is to be asked, the answers drawn, and how many new answers to ask: of the
-    ``limit`` new answers asked, ``share`` of them (rounded, halves up) are drawn uniformly from
-    the new answers the given order would not reach (and, where ``drawable`` is given, are in it),
-    and the rest are the first ones of that order; ``extra`` more are drawn beyond the limit
-    where there are more to draw. With nothing to draw, the order as given and ``limit``.
+def rollout_judge(cfg: JudgeConfig, *, asked: bool, seed: int = 0, dtype: str | None = None,
+                  judge: Judge | None = None, collective: Collective | None = None
+                  ) -> RolloutJudge | None:
+    """The judge a run asks, with ``judge.*``'s budget, threshold and fail_steps: ``judge`` when
+    the caller built one (the drop-in's ``judge=Judge``), else the one ``cfg`` names; None when
+    nothing asks it (``asked``)."""
+    if not asked:
+        return None
+    if judge is None:
+        from cooper.labelling.judge import judge_from_config
 
-    Why: highest-paid first, a small budget mostly confirms answers the reward model already pays
-    right; a draw from the rest can reach the answers it pays wrong (an audit). Answers decided
-    before (``known``) are free and keep their place after the ones to ask. ``drawable`` holds the
-    answers the reward model pays (``judge.audit_from=paid``): the paid wrong ones are what the
-    policy is paid for. ``extra`` (``judge.audit_grow``) asks more while the audit finds them."""
-    new = list(dict.fromkeys(k for k in keys if k not in known))  # distinct, in order
-    limit = max(0, limit)
-    draws = min(int(share * limit + 0.5), limit)
-    rest = [k for k in new[limit - draws:] if drawable is None or k in drawable]
-    drawn = rng.sample(rest, min(draws + max(0, extra), len(rest))) if len(new) > limit else []
-    chosen = set(drawn)
-    top = [k for k in new if k not in chosen][:limit - min(len(drawn), draws)]
-    first = top + drawn
-    rank = {k: i for i, k in enumerate(first)}
-    order = sorted(range(len(keys)), key=lambda j: rank.get(keys[j], len(first)))  # stable
-    return order, drawn, max(limit, len(first))
+        judge = judge_from_config(cfg, seed=seed, dtype=dtype)
+    name = (f"{cfg.backend} {cfg.model} at {cfg.base_url}" if cfg.backend == "endpoint"
+            else None)
+    return RolloutJudge(judge, budget=cfg.budget, threshold=cfg.threshold,
+                        fail_steps=cfg.fail_steps, name=name, collective=collective)
 
 
-def judge_rejected(judge: RolloutJudge, mine: list[Rollout], everyone: list[Rollout]
-                   ) -> tuple[list[Rollout], list[Rollout], JudgeRound]:
-    """``reward.judge_rejected``: every rollout the rule rejected, put to the judge (each
-    distinct answer once); its verdict rides on the rollout (``judged``), this process's
-    (``mine``) and the gathered step's (``everyone``) alike."""
-    rejected = [r for r in everyone if not r.correct]
-    labels, judged = judge.label(rejected)
-    judged = replace(judged, rollouts=len(everyone))
-    verdicts = {answer_key(r): v for r, v in zip(rejected, labels, strict=True)}
+def drop_in_judge(judge: str | Judge | JudgeConfig | None, *, budget: float | None = None,
+                  threshold: float | None = None) -> tuple[JudgeConfig, Judge | None]:
+    """The TRL drop-in's ``judge=`` as ``cooper train``'s ``judge.*`` settings, and the judge
+    object when the caller built one. A string is a spec as the CLI takes it: ``gold`` (the
+    testbeds' gold judge), ``api:MODEL@URL[#KEYVAR]`` (an OpenAI-compatible endpoint: what
+    ``vllm serve MODEL`` or a hosted API offers) or ``hf:MODEL`` (a local model);
+    ``budget``/``threshold`` set ``judge.budget``/``judge.threshold`` (None: the default), and
+    may not contradict a :class:`~cooper.config.train.JudgeConfig` that brings its own."""
+    from cooper.config.engine import ConfigError
+    from cooper.config.train import JudgeConfig
 
-    def with_verdict(rs: list[Rollout]) -> list[Rollout]:
-        return [r if r.correct else replace(r, judged=verdicts.get(answer_key(r))) for r in rs]
+    given = {k: v for k, v in (("budget", budget), ("threshold", threshold)) if v is not None}
+    if isinstance(judge, JudgeConfig):
+        clash = [f"judge_{k}={v}" for k, v in given.items() if getattr(judge, k) != v]
+        if clash:
+            raise ConfigError(f"{', '.join(clash)} contradicts the JudgeConfig's own "
+                              f"({', '.join(f'{k}={getattr(judge, k)}' for k in given)}): set it "
+                              "in the JudgeConfig alone")
+        return judge, None
+    if judge is None or not isinstance(judge, str):
+        return JudgeConfig(**given), judge
+    spec = judge.strip()
+    if spec == "gold":
+        return JudgeConfig(backend="gold", **given), None
+    from cooper.labelling.backends import parse_spec
 
-    return with_verdict(mine), with_verdict(everyone), judged
-
-
-def judged_pool(judge: RolloutJudge, everyone: list[Rollout], *, budget: float,
-                threshold: float, gold: bool = False, step: int = 0
-                ) -> tuple[list[Rollout], JudgeRound, float | None]:
-    """``rm_update.labels=judge``: the step's rollouts labelled for the update (``correct`` is
-    the label): the rule's yes, its trusted no, and the judge's verdicts on the rest, asking at
-    most ``budget`` of the rollouts (:func:`stage2_candidates`, :func:`audit_order` with the
-    judge's ``audit``, and its ``extra`` draws: one for each drawn answer it called wrong the step
-    before, at most ``audit_grow``); a rollout with no label is left out. With ``gold``
-    (testbeds), also the share of the judge's labels that the gold judge shares (else None)."""
-    trusted, candidates = stage2_candidates(everyone, threshold, judge.order)
-    limit = asks = math.floor(budget * len(everyone))
-    drawn: list[Key] = []
-    if judge.audit:
-        paid = None
-        if judge.audit_from == "paid":
-            paid = {answer_key(everyone[i]) for i in candidates
-                    if (s := paid_score(everyone[i])) is not None and s >= threshold}
-        order, drawn, asks = audit_order([answer_key(everyone[i]) for i in candidates],
-                                         judge.verdicts, limit, judge.audit,
-                                         random.Random(f"{judge.seed}:{step}:audit"), paid,
-                                         extra=judge.extra)
-        candidates = [candidates[j] for j in order]
-    labels, judged = judge.label([everyone[i] for i in candidates], limit=asks)
-    audited = [judge.verdicts.get(k) for k in drawn]
-    among_paid = bool(judge.audit) and judge.audit_from == "paid"
-    if among_paid:  # what the answers it pays beyond the rule are worth (hybrid_scores=audited)
-        judge.observe_audit(audited)
-    judged = replace(judged, rollouts=len(everyone), audited=len(drawn),
-                     audited_yes=sum(v is True for v in audited), extra=asks - limit,
-                     paid_precision=judge.paid_precision() if among_paid else None)
-    # the audit grows while it finds wrong answers: one draw more next step for each it found
-    judge.extra = min(judge.audit_grow, sum(v is False for v in audited))
-    keep = {i: r for i, r in enumerate(everyone) if r.correct}
-    keep.update((i, everyone[i]) for i in trusted)
-    decided = [(i, label) for i, label in zip(candidates, labels, strict=True)
-               if label is not None]
-    keep.update((i, replace(everyone[i], correct=label, judged=label)) for i, label in decided)
-    agreement = None
-    if gold and decided:
-        verdicts = verify_batch([everyone[i].completion for i, _ in decided],
-                                [everyone[i].reference for i, _ in decided], mode="gold")
-        agreement = sum(v.correct == label for v, (_, label) in
-                        zip(verdicts, decided, strict=True)) / len(decided)
-    return [keep[i] for i in sorted(keep)], judged, agreement
+    parsed = parse_spec(spec)
+    if parsed.is_endpoint:
+        return JudgeConfig(backend="endpoint", model=parsed.model, base_url=parsed.url,
+                           **({"api_key_env": parsed.key_env} if parsed.key_env else {}),
+                           **given), None
+    return JudgeConfig(backend="local", model=parsed.model, **given), None

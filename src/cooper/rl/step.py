@@ -10,12 +10,14 @@ Stage 1, :meth:`CooperReward.score` (when TRL asks for the policy's rewards):
      reward model's top layers are updated, the update keeps this pass's hidden states below
      them (:class:`cooper.rm.trunk.StepStates`);
   3. gather the step's rollouts from every process (``reward.judge_rejected``: the judge decides
-     each rule-rejected one, and its "yes" pays 1), pick positives (verified correct; with
+     each rule-rejected one, and its "yes" pays 1), pay each once (:mod:`cooper.rl.pay`), pick
+     positives (verified correct; with
      ``rm_update.labels=judge`` also those the judge calls right, and negatives the judge
      calls wrong, where the rule's "no" says nothing: :mod:`cooper.rl.judging`), and hand each
      process its share; with rollout negatives, pair each positive with its prompt's wrong
      rollouts, hardest first, now, while the scores are the ones the policy is paid by; an
-     endpoint assistant starts writing its negatives now, in the background.
+     endpoint assistant starts writing its negatives now, in the background. On the testbeds
+     the gold judge watches from outside the step (:mod:`cooper.rl.observer`).
 
 Stage 2, :meth:`CooperReward.update` (once the rewards are fixed, so this step's rewards came
 from the reward model *before* its update, the paper's order; it runs right after Stage 1,
@@ -41,33 +43,38 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
-from cooper.config.train import Payer, RewardPlan, RMUpdateConfig, Stage2, TrainConfig
+from cooper.config.train import Payer, Stage2, TrainConfig
 from cooper.infra.collective import Collective, SingleProcess
-from cooper.rl.blind_spot import blind_spot_stats, rule_read
 from cooper.rl.groups import group_by_problem
-from cooper.rl.judging import JudgeRound, RolloutJudge, judge_rejected, judged_pool
+from cooper.rl.judging import JudgeRound, RolloutJudge, rollout_judge
 from cooper.rl.negatives import NegativeOutcome, NegativeWriter, VerifyFn, build_pairs
+from cooper.rl.observer import GoldObserver
 from cooper.rl.pairs import (
     RolloutStats,
+    replay_pairs,
     rollout_negatives,
     rollout_stats,
     select_positives,
     shard,
 )
 from cooper.rl.pay import pay
-from cooper.rl.replay import Replay, judged_pairs
+from cooper.rl.replay import Replay
 from cooper.rm.losses import pair_objective
 from cooper.rm.memo import LogitMemo
 from cooper.types import Pair, Rollout, Triple
 from cooper.verify.verifier import verify_batch
 
 if TYPE_CHECKING:
+    from cooper.labelling.judge import Judge
     from cooper.rm.model import RewardModel
     from cooper.rm.update import PairwiseUpdater
 
 log = logging.getLogger(__name__)
+
+_BUILD = object()  # from_config's "not given: build it from the settings"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,7 +99,6 @@ class Stage2Stats:
     seconds_update: float
     changed_fraction: float | None = None  # trainable weights the update moved (None: no update)
     pairs_replay: int = 0  # pairs of the reward model's own labelled training rows
-    pairs_replay_judged: int = 0  # pairs the judge labelled in earlier steps
     judge: JudgeRound | None = None  # the judge asked where the rule's "no" said nothing
     judge_gold_agreement: float | None = None  # its labels that the gold judge shares
 
@@ -108,91 +114,96 @@ class _Pending:
     ambiguous: int  # candidate rollouts the lenient guard kept out
     negatives: Future | Callable[[], tuple[list[NegativeOutcome], float]] | None  # assistant
     replay: list[Pair] = field(default_factory=list)  # this process's replayed rows
-    replay_judged: list[Pair] = field(default_factory=list)  # its judged pairs of earlier steps
     judge: JudgeRound | None = None
     judge_gold_agreement: float | None = None
     started: float = field(default_factory=time.perf_counter)
 
 
+@dataclass
+class Parts:
+    """What one :class:`CooperReward` works with, besides its settings: built by
+    :meth:`CooperReward.from_config`, the one builder of ``cooper train`` and the drop-in."""
+
+    rm: RewardModel | None
+    updater: PairwiseUpdater | None
+    verify: VerifyFn
+    verify_lenient: VerifyFn
+    negatives: NegativeWriter | None = None  # the assistant (rm_update.negatives assistant/both)
+    judge: RolloutJudge | None = None  # reward.judge_rejected or rm_update.labels=judge
+    replay: Sequence[Pair] = ()  # the reward model's own rows (rm_update.replay)
+    observer: GoldObserver | None = None  # the testbeds' gold judge, outside the step
+    collective: Collective = field(default_factory=SingleProcess)
+
+
 class CooperReward:
     """Rewards for the policy and the online reward-model update, for one training process.
 
-    Built from what pays the policy and what Stage 2 does (a
-    :class:`~cooper.config.train.RewardPlan`), the reward-model update's settings and the parts
-    they name: the reward model and its updater, the verifier and the negatives.
-    :meth:`from_config` builds one from a whole ``cooper train`` configuration.
+    Build it with :meth:`from_config` from ``cooper train``'s settings (the drop-in builds
+    those settings from its keywords): every setting is checked there, once, with
+    :class:`~cooper.config.engine.ConfigError` naming the fix, and the parts it names are built.
     """
 
-    def __init__(self, plan: RewardPlan, update: RMUpdateConfig, *, rm: RewardModel | None,
-                 updater: PairwiseUpdater | None,
-                 verify: VerifyFn, verify_lenient: VerifyFn | None = None,
-                 negatives: NegativeWriter | None = None, background: bool = False,
-                 score_batch_size: int = 16, seed: int = 0,
-                 collective: Collective | None = None, gold_judge: bool = False,
-                 verifier_is_gold: bool = False, monitor_every: int = 1,
-                 judge: RolloutJudge | None = None, judge_rejected: bool = False,
-                 judge_budget: float = 0.1, judge_threshold: float = 0.5,
-                 replay: Sequence[Pair] = ()):
-        u = update
-        uses_assistant = plan.stage2 is not Stage2.OFF and u.negatives != "rollouts"
-        if plan.scores_with_rm and rm is None:
-            raise ValueError(f"paying or monitoring with a reward model ({plan}) needs one")
-        if plan.stage2 is Stage2.UPDATE and updater is None:
-            raise ValueError("a reward-model update needs a PairwiseUpdater")
-        if uses_assistant and negatives is None:
-            raise ValueError(f"rm_update.negatives={u.negatives} needs a NegativeWriter")
+    def __init__(self, cfg: TrainConfig, parts: Parts):
+        plan, u = cfg.plan(), cfg.rm_update
+        self.plan, self.parts = plan, parts
+        self.rm, self.updater, self.verify = parts.rm, parts.updater, parts.verify
+        self.verify_lenient, self.collective = parts.verify_lenient, parts.collective
+        self.judge, self.observer = parts.judge, parts.observer
+        self.judge_rejected = cfg.reward.judge_rejected
         self.judge_labels = plan.stage2 is Stage2.UPDATE and u.labels == "judge"
-        if (judge_rejected or self.judge_labels) and judge is None:
-            raise ValueError("reward.judge_rejected and rm_update.labels=judge need a judge")
-        if judge_rejected and plan.pays is not Payer.VERIFIER:
-            raise ValueError("reward.judge_rejected pays where the rule says no: rule mode only")
-        if plan.scaled_by_audit and not (judge and judge.audit and judge.audit_from == "paid"):
-            raise ValueError("reward.hybrid_scores=audited scales the pay by the audit's draws "
-                             "among the paid answers: it needs a judge with judge.audit > 0 and "
-                             "judge.audit_from=paid (with rm_update.labels=judge)")
-        if u.replay_judged and not self.judge_labels:
-            raise ValueError("rm_update.replay_judged replays the judge's labels: it needs "
-                             "rm_update.labels=judge and an updating reward mode")
-        self.plan, self.rm, self.updater, self.verify = plan, rm, updater, verify
-        self.negatives = negatives if uses_assistant else None
+        self.negatives = parts.negatives if plan.stage2 is not Stage2.OFF else None
         self.from_rollouts = plan.stage2 is not Stage2.OFF and u.negatives in ("rollouts", "both")
-        self.verify_lenient = verify_lenient or verify
         self.negatives_per_positive = u.negatives_per_positive
-        self.negatives_readable = u.negatives_readable
         self.positives_per_prompt, self.positive_choice = u.positives_per_prompt, u.positive_choice
         # the loss a frozen reward model is measured with: the one the update would minimise
         self.objective = pair_objective(u.loss, margin=u.margin, anchor_weight=u.anchor_weight)
-        self.score_batch_size, self.seed = score_batch_size, seed
-        self.collective = collective or SingleProcess()
-        self.gold_judge = gold_judge  # also judge the rollouts with the testbed's gold judge
-        self.verifier_is_gold = verifier_is_gold  # ``verify`` is the gold judge itself
+        self.score_batch_size, self.seed = cfg.reward.score_batch_size, cfg.seed
         # a reward model that only watches (rule mode) watches every Nth training step: what it
         # computes never reaches the policy, so the policy trains exactly as with N = 1
-        self.monitor_every = monitor_every if plan.pays is Payer.VERIFIER else 1
-        self.judge, self.judge_rejected = judge, judge_rejected
-        self.judge_budget, self.judge_threshold = judge_budget, judge_threshold
-        self.replay = Replay(replay, u.replay if plan.stage2 is Stage2.UPDATE else 0,
-                             u.replay_judged, seed=seed)
+        self.monitor_every = cfg.reward.monitor_every if plan.pays is Payer.VERIFIER else 1
+        self.replay = Replay(parts.replay, u.replay if plan.stage2 is Stage2.UPDATE else 0,
+                             seed=cfg.seed)
         # an endpoint's negatives are written while the policy updates: Stage 2 then waits for
         # the policy's step instead of running right after Stage 1
-        self.background = self.negatives is not None and background
+        self.background = self.negatives is not None and cfg.background_negatives()
         self._executor = ThreadPoolExecutor(1, "cooper-negatives") if self.background else None
         self._pending: _Pending | None = None
         # a reward model that is never updated here gives the same logit for the same text:
         # remember them (rm.memo); Cooper's is updated every step, so it has none
         self.memo = (LogitMemo() if plan.scores_with_rm and plan.stage2 is not Stage2.UPDATE
-                      else None)
+                     else None)
 
     @classmethod
-    def from_config(cls, cfg: TrainConfig, **parts) -> CooperReward:
-        """From a ``cooper train`` configuration and the parts (``rm=``, ``updater=``, ...)."""
-        return cls(cfg.plan(), cfg.rm_update, background=cfg.background_negatives(),
-                   score_batch_size=cfg.reward.score_batch_size, seed=cfg.seed,
-                   gold_judge=cfg.validation.judge == "gold",
-                   verifier_is_gold=cfg.reward.verifier_mode == "gold",
-                   monitor_every=cfg.reward.monitor_every,
-                   judge_rejected=cfg.reward.judge_rejected, judge_budget=cfg.judge.budget,
-                   judge_threshold=cfg.judge.threshold, **parts)
+    def from_config(cls, cfg: TrainConfig, *, rm: RewardModel | None,
+                    updater: PairwiseUpdater | None, collective: Collective | None = None,
+                    verify: VerifyFn | None = None, verify_lenient: VerifyFn | None = None,
+                    negatives: Any = _BUILD, judge: Judge | None = None,
+                    replay: Sequence[Pair] | None = None, reference: Any = None) -> CooperReward:
+        """The one builder (``cooper train`` and the TRL drop-in): checks ``cfg``'s reward
+        settings (resolved for its mode) and builds each part they name that the caller did
+        not give: the verifier, the assistant (``reference``: the frozen reference policy a
+        local assistant writes with), the judge (from ``judge.*``, or around a given
+        :class:`~cooper.labelling.judge.Judge`), the replayed rows and, on the testbeds, the
+        gold observer."""
+        cfg.check_reward(has_rm=rm is not None, has_judge=judge is not None)
+        u, timeout = cfg.rm_update, cfg.reward.verifier_timeout_s
+        verify = verify or partial(verify_batch, mode=cfg.reward.verifier_mode, timeout_s=timeout)
+        if negatives is _BUILD:
+            negatives = None
+            if cfg.uses_assistant():
+                from cooper.rl.negatives import negative_writer
+
+                negatives = negative_writer(cfg.assistant, verify, max_attempts=u.max_attempts,
+                                            dtype=cfg.policy.dtype, reference=reference)
+        collective = collective or SingleProcess()
+        judge = rollout_judge(cfg.judge, asked=cfg.reward.judge_rejected or u.labels == "judge",
+                              seed=cfg.seed, dtype=cfg.policy.dtype, judge=judge,
+                              collective=collective)
+        observer = (GoldObserver(verifier_is_gold=cfg.reward.verifier_mode == "gold")
+                    if cfg.validation.judge == "gold" else None)
+        lenient = verify_lenient or partial(verify_batch, mode="lenient", timeout_s=timeout)
+        return cls(cfg, Parts(rm, updater, verify, lenient, negatives, judge,
+                              replay_pairs(u) if replay is None else replay, observer, collective))
 
     @property
     def pending(self) -> bool:
@@ -236,46 +247,47 @@ class CooperReward:
         rollouts = [Rollout(str(pid), q, ref, c, bool(v.correct), v.extracted, s)
                     for pid, q, ref, c, v, s in zip(problem_ids, questions, references,
                                                     completions, verdicts, scores, strict=True)]
-        # 3. the step's rollouts from every process, and this process's share of positives
+        # 3. the step's rollouts from every process (with ``reward.judge_rejected`` the judge
+        # decides what the rule rejects, and its yes pays), each paid once
         everyone = self.collective.gather_objects(rollouts)
         judged = None
-        if self.judge_rejected:  # the judge decides what the rule rejects (and pays its yes)
+        if self.judge_rejected:
             t = time.perf_counter()
-            rollouts, everyone, judged = judge_rejected(self.judge, rollouts, everyone)
+            rollouts, everyone, judged = self.judge.pay_rejected(rollouts, everyone)
             seconds["judge"] = time.perf_counter() - t
+        everyone = self._paid(everyone)
+        # pay is per rollout: with one process this process's rollouts are the step's
+        rollouts = everyone if self.collective.world_size == 1 else self._paid(rollouts)
+        # ... then the positives and this process's share of the pairs (Stage 2 takes them)
         if training and self.plan.stage2 is not Stage2.OFF and step % self.monitor_every == 0:
             self._prepare_stage2(everyone, step)
-        paid = self.rewards(everyone) if self.plan.pays is Payer.HYBRID else None
-        stats = replace(rollout_stats(everyone, paid), verifier_timeouts=timeouts, judge=judged)
-        if self.gold_judge:  # what the rule missed, and whether the reward model sees it
-            texts, refs = [r.completion for r in everyone], [r.reference for r in everyone]
-            gold = [v.correct for v in verify_batch(texts, refs, mode="gold")]
-            # where the gold judge is the verifier (the ceiling arm), the rule is judged apart
-            judged = ([replace(r, correct=v.correct) for r, v in
-                       zip(everyone, verify_batch(texts, refs, mode="strict"), strict=True)]
-                      if self.verifier_is_gold else everyone)
-            stats = replace(stats, blind_spot=blind_spot_stats(judged, gold,
-                                                               self.rewards(everyone)))
+        paid = [r.paid for r in everyone]
+        stats = replace(rollout_stats(everyone, paid if self.plan.pays is Payer.HYBRID else None),
+                        verifier_timeouts=timeouts, judge=judged)
+        if self.observer is not None:  # the testbeds: what the rule missed, as gold sees it
+            stats = replace(stats, blind_spot=self.observer.blind_spot(everyone, paid))
         return rollouts, stats, seconds
 
-    def rewards(self, rollouts: Sequence[Rollout]) -> list[float]:
-        """The policy's reward per rollout (:func:`cooper.rl.pay.pay`)."""
-        return pay(rollouts, self.plan, self.judge.paid_precision() if self.judge else 1.0)
+    def _paid(self, rollouts: Sequence[Rollout]) -> list[Rollout]:
+        return [replace(r, paid=p) for r, p in zip(rollouts, pay(rollouts, self.plan), strict=True)]
+
+    @staticmethod
+    def rewards(rollouts: Sequence[Rollout]) -> list[float]:
+        """The policy's reward per rollout, as :meth:`score` paid it (:func:`cooper.rl.pay.pay`)."""
+        return [r.paid for r in rollouts]
 
     def _prepare_stage2(self, everyone: list[Rollout], step: int) -> None:
         rng = random.Random(f"{self.seed}:{step}:positives")
         pool, judged, agreement = everyone, None, None
         if self.judge_labels:  # the judge's labels where the rule's "no" says nothing
-            pool, judged, agreement = judged_pool(self.judge, everyone, budget=self.judge_budget,
-                                                  threshold=self.judge_threshold,
-                                                  gold=self.gold_judge, step=step)
+            pool, judged = self.judge.label_rejections(everyone)
+            if self.observer is not None:
+                agreement = self.observer.judge_agreement(pool)
         positives = select_positives(pool, self.positives_per_prompt, self.positive_choice, rng)
         mine = shard(positives, self.collective.rank, self.collective.world_size)
         rollout_pairs, ambiguous = (self._rollout_pairs(mine, pool) if self.from_rollouts
                                     else ([], 0))
-        rows, replay_judged = self.replay.draw(step)  # then this step's judged pairs are kept
-        self.replay.keep(judged_pairs(rollout_pairs, pool))
-        replay = shard(rows, self.collective.rank, self.collective.world_size)
+        replay = shard(self.replay.draw(step), self.collective.rank, self.collective.world_size)
         written = None
         if self.negatives is not None:
             seed = self.seed * 1_000_003 + step * 1009 + self.collective.rank
@@ -288,16 +300,14 @@ class CooperReward:
             # an endpoint assistant works in the background while the policy updates
             written = self._executor.submit(write) if self._executor else write
         self._pending = _Pending(step, mine, len(positives), rollout_pairs, ambiguous, written,
-                                 replay, replay_judged, judged, agreement)
+                                 replay, judged, agreement)
 
     def _rollout_pairs(self, positives: list[Rollout],
                        everyone: list[Rollout]) -> tuple[list[Pair], int]:
         """Each positive with its prompt's wrong rollouts, hardest first. A rollout the strict
         verifier calls wrong but the lenient reading (its last number) calls correct is a
         correct answer written without a box, not a mistake: it is never a negative, and is
-        counted (the returned int); so is one whose lenient check timed out or failed, and, with
-        ``rm_update.negatives_readable``, one whose answer or reference the rule could not read
-        as a number (:func:`~cooper.rl.blind_spot.rule_read`)."""
+        counted (the returned int); so is one whose lenient check timed out or failed."""
         groups = group_by_problem(everyone)
         candidates = list({r.completion: r for p in positives for r in groups[p.problem_id]
                            if not r.correct}.values())
@@ -308,12 +318,10 @@ class CooperReward:
             verdicts = self.verify_lenient([r.completion for r in candidates],
                                            [r.reference for r in candidates])
             # a check that timed out or failed decided nothing: such a rollout is not taught as
-            # wrong; nor, with negatives_readable, one whose answer or reference the rule could
-            # not read
+            # wrong
             untrusted = {(r.problem_id, r.completion)
                          for r, v in zip(candidates, verdicts, strict=True)
-                         if v.correct or v.reason in ("timeout", "error")
-                         or (self.negatives_readable and not rule_read(r))}
+                         if v.correct or v.reason in ("timeout", "error")}
         pairs = []
         for p in positives:
             excluded = {c for pid, c in untrusted if pid == p.problem_id}
@@ -341,7 +349,7 @@ class CooperReward:
                                          else pending.negatives())
         seconds_negatives = time.perf_counter() - t  # what the step waited for
         written = build_pairs(pending.positives, outcomes) if outcomes else []
-        pairs = pending.rollout_pairs + written + pending.replay + pending.replay_judged
+        pairs = pending.rollout_pairs + written + pending.replay
         paired = {p.positive for p in pairs}
         for p, o in zip(pending.positives, outcomes, strict=False):
             if o.negative is None:  # the log says why
@@ -350,10 +358,9 @@ class CooperReward:
         local = [len(pairs), len(pending.rollout_pairs), len(written),
                  sum(o.negative is not None and not o.fallback for o in outcomes),
                  sum(o.fallback for o in outcomes), pending.ambiguous,
-                 sum(p.completion not in paired for p in pending.positives), len(pending.replay),
-                 len(pending.replay_judged)]
+                 sum(p.completion not in paired for p in pending.positives), len(pending.replay)]
         (total_pairs, from_rollouts, from_positives, valid, fallback, ambiguous,
-         dropped, replayed, replayed_judged) = (int(x) for x in c.sum_floats(local))
+         dropped, replayed) = (int(x) for x in c.sum_floats(local))
         # 5. the pairwise update over the pairs of every process
         t = time.perf_counter()
         loss = acc = grad_norm = changed = None
@@ -379,7 +386,7 @@ class CooperReward:
             grad_norm=grad_norm, updated=updated, skipped_nonfinite=skipped,
             seconds_negatives=seconds_negatives, seconds_negatives_total=seconds_working,
             seconds_update=time.perf_counter() - t, changed_fraction=changed,
-            pairs_replay=replayed, pairs_replay_judged=replayed_judged, judge=pending.judge,
+            pairs_replay=replayed, judge=pending.judge,
             judge_gold_agreement=pending.judge_gold_agreement)
 
     def _measure_pairs(self, pos: list[Triple], neg: list[Triple]) -> list[float]:

@@ -38,7 +38,6 @@ import os
 import shutil
 import time
 import warnings
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -59,13 +58,9 @@ from cooper.rl.checkpoints import (
     save_reward_model_state,
 )
 from cooper.rl.console import ConsoleCallback
-from cooper.rl.judging import rollout_judge
-from cooper.rl.negatives import negative_writer
-from cooper.rl.pairs import replay_pairs
 from cooper.rl.step import CooperReward
 from cooper.rl.trl_reward import CooperCallback, CooperRewardFunction, check_trainable_precision
 from cooper.rl.validation import ValidationCallback
-from cooper.verify.verifier import verify_batch
 
 log = logging.getLogger(__name__)
 
@@ -251,20 +246,11 @@ class CooperTrainer(GRPOTrainer):
         for policy in (self.model, self.ref_model):
             if policy is not None:
                 cpu_linear.apply(policy)
-        verify = partial(verify_batch, mode=cfg.reward.verifier_mode,
-                         timeout_s=cfg.reward.verifier_timeout_s)
-        negatives = None
-        if cfg.uses_assistant():
-            negatives = negative_writer(cfg.assistant, verify,
-                                        max_attempts=cfg.rm_update.max_attempts,
-                                        dtype=cfg.policy.dtype,
-                                        reference=self._reference_policy(cfg))
+        # the one builder, shared with the drop-in (a local assistant writes with TRL's
+        # reference policy, which exists only now)
         self.reward.cooper = CooperReward.from_config(
-            cfg, rm=rm, updater=updater, verify=verify, negatives=negatives,
-            verify_lenient=partial(verify_batch, mode="lenient",
-                                   timeout_s=cfg.reward.verifier_timeout_s),
-            collective=collective, judge=rollout_judge(cfg, collective),
-            replay=replay_pairs(cfg.rm_update))
+            cfg, rm=rm, updater=updater, collective=collective,
+            reference=self._reference_policy(cfg) if cfg.uses_assistant() else None)
         # a background Stage 2 (after the policy's step) is logged in its own step
         self.reward.metrics_sink = self.record
         # checkpoints are staged by _save_checkpoint and restored by the runner

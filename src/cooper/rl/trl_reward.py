@@ -38,14 +38,19 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from transformers import TrainerCallback
 
 from cooper.config.engine import ConfigError
-from cooper.config.train import AssistantConfig, Payer, RMUpdateConfig, Stage2, reward_plan
+from cooper.config.train import (
+    AssistantConfig,
+    Payer,
+    RewardConfig,
+    RMUpdateConfig,
+    TrainConfig,
+)
 from cooper.data.prompts import BOXED_INSTRUCTION
 from cooper.errors import UserError
 from cooper.infra import collective
@@ -57,12 +62,11 @@ from cooper.rl.checkpoints import (
     save_reward_model_state,
 )
 from cooper.rl.judging import drop_in_judge
-from cooper.rl.pairs import replay_pairs
 from cooper.rl.step import CooperReward
 from cooper.rl.step_metrics import rollout_metrics, stage2_metrics
 from cooper.rm.update import load_reward_model
 from cooper.types import Rollout
-from cooper.verify.verifier import completion_text, verify_batch
+from cooper.verify.verifier import completion_text
 
 if TYPE_CHECKING:
     from cooper.config.train import JudgeConfig
@@ -136,26 +140,25 @@ class CooperRewardFunction:
 
     ``reward_model``: a folder from ``cooper rm train``, a plain one-label
     ``AutoModelForSequenceClassification`` checkpoint (the released VerifyRM format), or a
-    loaded :class:`~cooper.rm.model.RewardModel`. ``mode``: ``"cooper"`` (the reward model pays
-    and is updated every step), ``"rm"`` (it pays, frozen: the pairs still measure it),
-    ``"rule"`` (the verifier pays; the reward model, if given, is only scored, to log the
-    hacking signals), ``"hybrid"`` (the verifier pays 1 where it accepts, the frozen reward
-    model's score elsewhere: for a verifier that misses right answers) or ``"hybrid_cooper"``
-    (the same, updated every step); ``hybrid_scores``: ``reward.hybrid_scores`` ("unread": 0
-    where the rule read two different numbers; "audited": the rest also scaled by the audit).
+    loaded :class:`~cooper.rm.model.RewardModel`. ``mode``: ``reward.mode``: ``"cooper"`` (the
+    reward model pays and is updated every step), ``"rm"`` (it pays, frozen), ``"rule"`` (the
+    verifier pays; a reward model, if given, only watches), ``"hybrid"``/``"hybrid_cooper"`` (the
+    verifier pays 1 where it accepts, the reward model's score elsewhere; frozen/updated) or
+    ``"judged"`` (where the rule misses right answers: the reward model taught by ``judge``,
+    with 16 of its own training rows replayed, ``replay_file=``, or ``replay=0``).
     ``reference_column``: the dataset column with each problem's final answer;
     ``question_column``: its text (None: the prompt's last user message, less this project's
-    boxed-answer instruction; a named column the dataset lacks is an error); ``id_column``: a
-    problem id (None: the question groups the samples).
-    The reward-model update's settings are :class:`~cooper.config.train.RMUpdateConfig`'s,
-    given as an object (``rm_update=``) or as keywords (``negatives="rollouts", epochs=3,
-    lr=1e-5, ...``). ``negatives="assistant"`` or ``"both"`` needs ``assistant``
-    (:class:`~cooper.config.train.AssistantConfig`: an endpoint, the rule rewrite, or a local
-    model). ``dtype="bfloat16"``: the reward model in bfloat16, float32 master weights.
+    boxed-answer instruction); ``id_column``: a problem id (None: the question groups the
+    samples). The other keywords are ``cooper train``'s settings of the same name
+    (``reward.*``; ``rm_update.*`` as an object, ``rm_update=``, or as keywords,
+    ``negatives="rollouts", epochs=3, ...``; ``assistant=``), checked and built by the same
+    builder (:meth:`~cooper.rl.step.CooperReward.from_config`).
 
-    ``judge``: a :class:`~cooper.labelling.judge.Judge` or a ``JudgeConfig``, asked with
-    ``labels="judge"`` (``judge_budget``, ``judge_threshold``: ``judge.*``) or, in ``rule``
-    mode, ``judge_rejected=True`` (TinyV); :mod:`cooper.rl.judging`.
+    ``judge``: ``"api:MODEL@URL"`` (an OpenAI-compatible endpoint), ``"hf:MODEL"`` (a local
+    model), ``"gold"`` (the testbeds), a :class:`~cooper.config.train.JudgeConfig` or a
+    :class:`~cooper.labelling.judge.Judge`; asked by ``mode="judged"`` (or ``labels="judge"``)
+    and, in ``rule`` mode, by ``judge_rejected=True`` (TinyV's design); ``judge_budget`` and
+    ``judge_threshold`` are ``judge.budget`` and ``judge.threshold`` (:mod:`cooper.rl.judging`).
 
     The object itself is the column that pays the policy; :attr:`verifier` is the verifier's
     verdicts, to pass as a second reward function with weight 0 to see them in TRL's logs.
@@ -170,51 +173,39 @@ class CooperRewardFunction:
                  assistant: AssistantConfig | None = None, verifier_mode: str = "strict",
                  verifier_timeout_s: float = 5.0, score_batch_size: int = 16,
                  max_length: int | None = None, dtype: str = "float32", seed: int = 0,
-                 judge: Judge | JudgeConfig | None = None, judge_rejected: bool = False,
-                 judge_budget: float = 0.1, judge_threshold: float = 0.5,
-                 hybrid_scores: str = "rejected", **rm_update_settings: Any):
+                 judge: str | Judge | JudgeConfig | None = None, judge_rejected: bool = False,
+                 judge_budget: float | None = None, judge_threshold: float | None = None,
+                 hybrid_scores: str | None = None, **rm_update_settings: Any):
         known = {f.name for f in fields(RMUpdateConfig)}
         unknown = sorted(set(rm_update_settings) - known)
         if unknown:
             raise ConfigError(f"CooperRewardFunction got unknown settings {unknown}; the "
                               f"reward-model update's are: {', '.join(sorted(known))}")
-        update = replace(rm_update or RMUpdateConfig(), **rm_update_settings).check()
-        plan = reward_plan(mode, has_rm=reward_model is not None,
-                           pair_metrics=update.pair_metrics, hybrid_scores=hybrid_scores)
-        asked, judge_budget, judge_threshold = drop_in_judge(
-            judge, labels=update.labels, judge_rejected=judge_rejected, mode=mode, seed=seed,
-            updates=plan.stage2 is Stage2.UPDATE, budget=judge_budget,
-            threshold=judge_threshold, dtype=dtype)
-        if plan.pays_with_rm and reward_model is None:
-            raise ConfigError(f"mode={mode!r} needs a reward model: pass a folder from "
-                              "`cooper rm train` or a sequence-classification checkpoint")
-        assistant = assistant or AssistantConfig()
-        uses_assistant = plan.stage2 is not Stage2.OFF and update.negatives != "rollouts"
-        if uses_assistant and assistant.backend == "local" and not assistant.model:
-            raise ConfigError(f"negatives={update.negatives!r} with a local assistant needs its "
-                              "own weights here: assistant=AssistantConfig(model=PATH), or "
+        judge_cfg, judge_object = drop_in_judge(judge, budget=judge_budget,
+                                                threshold=judge_threshold)
+        # the same settings `cooper train` reads, checked and built by the same builder
+        given = (None if reward_model is None else str(reward_model)
+                 if isinstance(reward_model, str | os.PathLike) else "a loaded RewardModel")
+        cfg = TrainConfig(seed=seed, reward=RewardConfig(
+            mode=mode, model=given, verifier_mode=verifier_mode, verifier_timeout_s=verifier_timeout_s,
+            score_batch_size=score_batch_size, max_length=max_length,
+            hybrid_scores=hybrid_scores, judge_rejected=judge_rejected),
+            rm_update=replace(rm_update or RMUpdateConfig(), **rm_update_settings),
+            assistant=assistant or AssistantConfig(), judge=judge_cfg)
+        cfg.policy.dtype = dtype
+        cfg.check_reward(has_rm=reward_model is not None, has_judge=judge_object is not None)
+        if cfg.uses_assistant() and cfg.assistant.backend == "local" and not cfg.assistant.model:
+            raise ConfigError(f"negatives={cfg.rm_update.negatives!r} with a local assistant needs "
+                              "its own weights here: assistant=AssistantConfig(model=PATH), or "
                               "backend='endpoint' or 'rewrite', or negatives='rollouts'")
         import torch
         from accelerate import PartialState
 
         fixed_math_threads()  # a user's script: the same numbers on a busy machine
         device = PartialState(cpu=not torch.cuda.is_available()).device
-        rm, updater = load_reward_model(reward_model, plan=plan, update=update,
+        rm, updater = load_reward_model(reward_model, plan=cfg.plan(), update=cfg.rm_update,
                                         max_length=max_length, dtype=dtype, device=device)
-        verify = partial(verify_batch, mode=verifier_mode, timeout_s=verifier_timeout_s)
-        negatives = None
-        if uses_assistant:
-            from cooper.rl.negatives import negative_writer
-
-            negatives = negative_writer(assistant, verify, max_attempts=update.max_attempts,
-                                        dtype=dtype)
-        engine = CooperReward(plan, update, rm=rm, updater=updater, verify=verify,
-                              verify_lenient=partial(verify_batch, mode="lenient",
-                                                     timeout_s=verifier_timeout_s),
-                              negatives=negatives, background=assistant.in_background(),
-                              score_batch_size=score_batch_size, seed=seed, judge=asked,
-                              judge_rejected=judge_rejected, judge_budget=judge_budget,
-                              judge_threshold=judge_threshold, replay=replay_pairs(update))
+        engine = CooperReward.from_config(cfg, rm=rm, updater=updater, judge=judge_object)
         self._setup(engine, reference_column, question_column, id_column)
         self._collective_set = False  # the process group exists once TRL's trainer is built
 
