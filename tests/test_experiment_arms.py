@@ -138,14 +138,14 @@ def test_a_rerun_may_add_seeds_and_arms_but_not_change_settings(tmp_path):
         _check_same_settings(load_experiment("hacking_cpu", ["train.max_steps=700"]).validate(), out)
     # a folder written before a setting existed ran with its default: it continues unless this
     # run sets another value
-    older = {**saved, "train": {**saved["train"], "rm_update": {
-        k: v for k, v in saved["train"]["rm_update"].items() if k != "negatives_readable"}}}
+    older = {**saved, "train": {**saved["train"], "reward": {
+        k: v for k, v in saved["train"]["reward"].items() if k != "monitor_every"}}}
     (out / "experiment.yaml").write_text(yaml.safe_dump(older, sort_keys=False))
     _check_same_settings(load_experiment("hacking_cpu", ["seeds=0"]).validate(), out)
     (out / "experiment.yaml").write_text(yaml.safe_dump(older, sort_keys=False))
-    with pytest.raises(UserError, match="negatives_readable: False -> True"):
+    with pytest.raises(UserError, match="monitor_every: 1 -> 2"):
         _check_same_settings(load_experiment(
-            "hacking_cpu", ["seeds=0", "train.rm_update.negatives_readable=true"]).validate(), out)
+            "hacking_cpu", ["seeds=0", "train.reward.monitor_every=2"]).validate(), out)
     saved = yaml.safe_load((out / "experiment.yaml").read_text())
     # a hand-edited list of seeds: an error that names the file, not a bare ValueError
     saved["seeds"] = "0,one"
@@ -211,82 +211,106 @@ def test_a_moved_experiment_folder_uses_its_own_setup(tmp_path):
     assert run_setup(exp, tmp_path / "here" / "seed-0").policy == "/elsewhere/policy"
 
 
-def test_the_judged_preset_is_hacking_cpu_with_blind_cpus_judged_arm():
-    """`hacking_cpu_judged`: the no-harm check of the judged arm where the rule is exact. Its
-    seeds must be hacking_cpu's (same setup, steps, final evaluation), and its arm blind_cpu's."""
+JUDGED_ARMS = ["judged", "judged_replay8", "judged_no_replay", "judged_pay_all"]
+
+
+def without_label(settings: dict) -> dict:
+    return {k: v for k, v in settings.items() if k != "label"}
+
+
+def test_the_judged_preset_is_hacking_cpu_with_the_shared_judged_arms():
+    """`hacking_cpu_judged`: the no-harm check of the judged arms where the rule is exact. Its
+    seeds must be hacking_cpu's (same setup, steps, final evaluation), and its judged arms
+    blind_cpu's: both take them from one file (arms/judged.yaml)."""
     base = load_experiment("hacking_cpu").validate()
     judged = load_experiment("hacking_cpu_judged").validate()
-    assert judged.arm_list == [*base.arm_list, "cooper_judged", "cooper_judged_read",
-                               "cooper_judged_read_replay_anchor",
-                               "cooper_judged_read_replay16_anchor",
-                               "cooper_judged_read_replay16_anchor_b05_lr_auditpaid_worth",
-                               "cooper_judged_read_replay16_anchor_b05_lr_auditpaid_worth_doubt"]
+    assert judged.arm_list == [*base.arm_list, *JUDGED_ARMS]
     for arm in base.arm_list:
         assert judged.arm_train(arm).to_dict() == base.arm_train(arm).to_dict()
     assert (judged.setup, judged.rm_init, judged.probe, judged.final_eval) == (
         base.setup, base.rm_init, base.probe, base.final_eval)
     blind = load_experiment("blind_cpu").validate()
-    assert judged.arms["cooper_judged"] == blind.arms["cooper_judged"]
-    arm = judged.arm_train("cooper_judged")
-    assert (arm.reward.mode, arm.rm_update.labels, arm.judge.backend, arm.judge.budget) == (
-        "hybrid_cooper", "judge", "gold", 0.1)
-    read = judged.arm_train("cooper_judged_read")  # the same arm, the rule's read "no" paid 0
-    assert read.reward.hybrid_scores == "unread" and arm.reward.hybrid_scores == "rejected"
-    assert ({**read.to_dict(), "reward": {**read.to_dict()["reward"], "hybrid_scores": "x"}}
-            == {**arm.to_dict(), "reward": {**arm.to_dict()["reward"], "hybrid_scores": "x"}})
+    assert {a: judged.arms[a] for a in JUDGED_ARMS} == {a: blind.arms[a] for a in JUDGED_ARMS}
+    # the recommended arm is one reward mode and the judge that teaches it
+    assert without_label(blind.arms["judged"]) == {"reward.mode": "judged",
+                                                   "judge.backend": "gold"}
+    pay_all = judged.arm_train("judged_pay_all")
+    assert (pay_all.reward.mode, pay_all.reward.hybrid_scores, pay_all.rm_update.labels,
+            pay_all.judge.backend, pay_all.judge.budget, pay_all.rm_update.replay) == (
+        "hybrid_cooper", "rejected", "judge", "gold", 0.1, 0)
 
 
-def test_the_replay_and_anchor_arm_is_the_read_arm_with_the_setups_rows_replayed():
-    """`cooper_judged_read_replay_anchor` (8 rows) ships in both presets the docs run it from, the
-    same in each, and differs from the read arm only in the replay and the anchor; the 16-row
-    variant, the recommended judged arm, the same in both presets too, differs from it only in
-    the rows replayed; with no rows for it to replay, the experiment says so before it starts."""
+def test_the_judged_variants_are_the_judged_arm_with_one_thing_changed():
+    """judged_replay8 is judged with 8 rows replayed instead of 16, judged_no_replay judged with
+    no replay and no anchor, judged_pay_all_noisy judged_pay_all with a judge wrong on 10% of
+    its verdicts; with no rows for them to replay, the experiment says so before it starts."""
     blind = load_experiment("blind_cpu").validate()
-    judged = load_experiment("hacking_cpu_judged").validate()
-    name, name16 = "cooper_judged_read_replay_anchor", "cooper_judged_read_replay16_anchor"
-    assert blind.arms[name] == judged.arms[name] and blind.arms[name16] == judged.arms[name16]
-    for exp in (blind, judged):
-        arm, read = exp.arm_train(name).to_dict(), exp.arm_train("cooper_judged_read").to_dict()
-        assert (arm["rm_update"]["replay"], arm["rm_update"]["anchor_weight"]) == (8, 0.5)
-        for key in ("replay", "anchor_weight"):
-            arm["rm_update"][key] = read["rm_update"][key]
-        assert arm == read
-    sixteen = blind.arm_train(name16).to_dict()
-    eight = blind.arm_train(name).to_dict()
-    assert sixteen["rm_update"]["replay"] == 16
-    sixteen["rm_update"]["replay"] = 8
-    assert sixteen == eight
+    judged = without_label(blind.arms["judged"])
+    assert without_label(blind.arms["judged_replay8"]) == {**judged, "rm_update.replay": 8}
+    assert without_label(blind.arms["judged_no_replay"]) == {
+        **judged, "rm_update.replay": 0, "rm_update.anchor_weight": 0.0}
+    assert without_label(blind.arms["judged_pay_all_noisy"]) == {
+        **without_label(blind.arms["judged_pay_all"]), "judge.error_rate": 0.1}
+    eight, sixteen = (blind.arm_train(a).to_dict() for a in ("judged_replay8", "judged"))
+    assert (eight["rm_update"]["replay"], sixteen["rm_update"]["replay"]) == (8, 16)
+    assert eight["rm_update"]["anchor_weight"] == sixteen["rm_update"]["anchor_weight"] == 0.5
+    eight["rm_update"]["replay"] = 16
+    assert eight == sixteen
     with pytest.raises(ConfigError, match="rm_init.triples=0"):
         load_experiment("blind_cpu", ["rm_init.triples=0", "probe.min_accuracy=null",
                                       "probe.min_recall_missed=null"]).validate()
 
 
-def test_the_audited_arm_is_the_16_row_arm_at_a_quarter_of_the_calls_with_its_pay_audited():
-    """The quarter-calls arm (docs/experiment_blind.md, fresh seeds 30-34; there from a preset
-    file beside blind_cpu, so that one seed of blind_cpu's arms stays within its time) ships in
-    hacking_cpu_judged for its no-harm check, and differs from the 16-row arm only in the five
-    settings the docs name: half the budget, half the update's step, a third of the calls drawn
-    among the paid answers, and the pay beyond the rule scaled by those draws."""
-    judged = load_experiment("hacking_cpu_judged").validate()
-    arm = judged.arm_train("cooper_judged_read_replay16_anchor_b05_lr_auditpaid_worth").to_dict()
-    sixteen = judged.arm_train("cooper_judged_read_replay16_anchor").to_dict()
-    assert (arm["judge"]["budget"], arm["rm_update"]["lr"], arm["judge"]["audit"],
-            arm["judge"]["audit_from"], arm["reward"]["hybrid_scores"]) == (
-        0.05, 2.5e-5, 0.33, "paid", "audited")
-    for section, key in (("judge", "budget"), ("rm_update", "lr"), ("judge", "audit"),
-                         ("judge", "audit_from"), ("reward", "hybrid_scores")):
-        arm[section][key] = sixteen[section][key]
-    assert arm == sixteen
+def test_an_arm_builds_on_another_with_from(tmp_path):
+    exp = load_experiment(preset(tmp_path, {
+        "base": {"label": "the base arm", "reward.mode": "cooper", "rm_update": {"lr": 1e-4},
+                 "rm_update.epochs": 2},
+        # the base's settings, its own on top key by key (dotted over nested); no label of its own
+        "faster": {"from": "base", "rm_update.lr": 5e-4},
+        # a chain, in any order of declaration, with a label of its own
+        "last": {"from": "faster", "label": "three epochs", "rm_update": {"epochs": 3}},
+    })).validate()
+    assert exp.arms["base"] == {"label": "the base arm", "reward.mode": "cooper",
+                                "rm_update.lr": 1e-4, "rm_update.epochs": 2}
+    # recorded resolved, without `from`, and the base's label is not inherited
+    assert exp.arms["faster"] == {"reward.mode": "cooper", "rm_update.lr": 5e-4,
+                                  "rm_update.epochs": 2}
+    assert exp.arms["last"] == {"label": "three epochs", "reward.mode": "cooper",
+                                "rm_update.lr": 5e-4, "rm_update.epochs": 3}
+    assert exp.arm_label("faster") is None
+    last = exp.arm_train("last")
+    assert (last.reward.mode, last.rm_update.lr, last.rm_update.epochs) == ("cooper", 5e-4, 3)
+    # selecting an arm that builds on another does not need the other selected
+    only = load_experiment(preset(tmp_path, {"a": {"reward.mode": "rm"},
+                                             "b": {"from": "a", "rm_update.lr": 1e-3}}),
+                           ["arms=b"]).validate()
+    assert only.arms == {"b": {"reward.mode": "rm", "rm_update.lr": 1e-3}}
 
 
-def test_the_doubtful_arm_is_the_audited_arm_asking_where_the_reward_model_is_unsure():
-    """The audited arm with judge.order=doubtful (docs/experiment_blind.md, validation seeds 6, 8
-    and 14; there from a preset file) ships in hacking_cpu_judged for its no-harm check, and
-    differs from the audited arm in that one setting only."""
-    judged = load_experiment("hacking_cpu_judged").validate()
-    arm = judged.arm_train("cooper_judged_read_replay16_anchor_b05_lr_auditpaid_worth_doubt")
-    audited = judged.arm_train("cooper_judged_read_replay16_anchor_b05_lr_auditpaid_worth")
-    assert (arm.judge.order, audited.judge.order) == ("doubtful", "paid")
-    doubtful = arm.to_dict()
-    doubtful["judge"]["order"] = "paid"
-    assert doubtful == audited.to_dict()
+def test_from_reaches_an_arm_of_the_base_preset(tmp_path):
+    """`from:` names an arm of the preset as its base: chain leaves it, the base's arms
+    included and changed key by key by the file's own."""
+    path = tmp_path / "mine.yaml"
+    path.write_text("base: hacking_cpu\narms:\n"
+                    "  cooper: {rm_update.epochs: 2}\n"
+                    "  cooper_lr: {from: cooper, rm_update.lr: 1.0e-3}\n")
+    exp = load_experiment(str(path)).validate()
+    assert exp.arms["cooper_lr"] == {"reward.mode": "cooper", "rm_update.negatives": "assistant",
+                                     "rm_update.loss": "bradley_terry", "rm_update.epochs": 2,
+                                     "rm_update.lr": 1e-3}
+
+
+@pytest.mark.parametrize("arms, message", [
+    ({"a": {"from": "nope", "reward.mode": "rm"}, "b": {"reward.mode": "rule"}},
+     "arms.a.from: no arm named 'nope' in this preset; declared: a, b. Name one of them"),
+    ({"a": {"from": "b"}, "b": {"from": "c"}, "c": {"from": "a"}},
+     r"arms.c.from: the arms build on each other in a loop \(a -> b -> c -> a\); remove from:"),
+    ({"a": {"from": "a", "reward.mode": "rm"}}, r"in a loop \(a -> a\)"),
+    ({"a": {"reward.mode": "rm"}, "b": {"from": ["a"]}}, "arms.b.from: \\['a'\\] must name "
+                                                         "another arm of this preset"),
+    # a bad setting inherited is the arm's own error too
+    ({"a": {"rm_update.lr": "x"}, "b": {"from": "a"}}, "arms.a.rm_update.lr='x'"),
+])
+def test_a_bad_from_says_how_to_fix(tmp_path, arms, message):
+    with pytest.raises(ConfigError, match=message):
+        load_experiment(preset(tmp_path, arms))

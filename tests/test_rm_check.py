@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 
@@ -77,14 +78,14 @@ def test_rm_check_scores_the_arms_final_answers_with_both_reward_models(tmp_path
             "train.max_steps=2", "train.save_steps=2", "train.validation.limit=8",
             "train.validation.every_steps=2", "train.rollout.prompts_per_step=2",
             "train.rollout.samples_per_prompt=4", "train.rollout.micro_batch_size=8",
-            "arms=rule,cooper_judged_read"]
+            "arms=rule,judged_no_replay"]
     run_cli("experiment", "hacking", "--preset", "blind_cpu", "--out", out, *tiny, "--no-report")
     proc = run_cli("experiment", "rm-check", out)
     arms = out / "seed-0" / "arms"
     # the rule arm's reward model only watches: nothing to check
     assert not (arms / "rule" / "rm_check.json").exists()
-    check = json.loads((arms / "cooper_judged_read" / "rm_check.json").read_text())
-    final_eval = json.loads((arms / "cooper_judged_read" / "final_eval.json").read_text())
+    check = json.loads((arms / "judged_no_replay" / "rm_check.json").read_text())
+    final_eval = json.loads((arms / "judged_no_replay" / "final_eval.json").read_text())
     end = check["final_policy"]
     # the same samples as the arm's final evaluation: the same protocol and seed
     assert end["samples"] == 24 * 2
@@ -100,12 +101,12 @@ def test_rm_check_scores_the_arms_final_answers_with_both_reward_models(tmp_path
         # the dials split the same answers
         assert sum(x["answers"] for x in rec["by_dial"].values()) == rec["answers"]
         assert sum(x["lost"] for x in rec["by_dial"].values()) == rec["lost"]
-    assert "cooper_judged_read  0     final policy" in proc.stdout
+    assert re.search(r"judged_no_replay\s+0\s+final policy", proc.stdout)
     # the report shows it where present
     run_cli("report", out)
     md = (out / "report" / "report.md").read_text()
     assert "## The reward model before and after, on the same answers" in md
-    assert "| cooper_judged_read | 0 | final policy |" in md
+    assert "| judged_no_replay | 0 | final policy |" in md
     bad = run_cli("experiment", "rm-check", out, "--arms", "nope", check=False)
     assert bad.returncode != 0 and "--arms: nope not in" in bad.stderr
 

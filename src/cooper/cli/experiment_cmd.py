@@ -54,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "benchmarks, judged by the gold judge (a blind-rule preset such as "
                     "blind_cpu). Writes rm_check.json into each arm's folder; `cooper report "
                     "OUT` then shows it.",
-        epilog="example: cooper experiment rm-check runs/blind --arms cooper_judged_read")
+        epilog="example: cooper experiment rm-check runs/blind --arms judged")
     c.add_argument("out", metavar="OUT", help="experiment folder")
     c.add_argument("--arms", default=None, metavar="A,B,...",
                    help="those arms only (default: every finished arm whose reward model is "

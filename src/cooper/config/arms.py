@@ -11,8 +11,19 @@ An experiment preset declares its arms by name, each a mapping of ``cooper train
       cooper_rollouts: {reward.mode: cooper, rm_update.negatives: rollouts, label: Cooper (rollouts)}
 
 An arm lists only what differs from ``train``; what it leaves out (``reward.mode`` included) is
-the shared value. The first round's form, a comma-separated string of reward modes
-(``arms: rule,rm,cooper``), means one arm per mode with only ``reward.mode`` set. On the command
+the shared value. An arm may build on another arm of the same preset: ``from: NAME`` starts from
+NAME's settings (as the preset's ``base:`` chain leaves them; NAME may itself build on another)
+and puts the arm's own on top, key by key; NAME's ``label`` is not inherited::
+
+    arms:
+      judged: {label: Cooper taught by a judge, reward.mode: judged, judge.backend: gold}
+      judged_replay8: {from: judged, rm_update.replay: 8}
+
+An arm is recorded with its settings resolved (no ``from``): ``experiment.yaml`` shows what it
+ran, and a rerun that changes NAME changes the arms built on it too, which the rerun's check sees.
+
+The first round's form, a comma-separated string of reward modes (``arms: rule,rm,cooper``),
+means one arm per mode with only ``reward.mode`` set. On the command
 line ``arms=NAME,NAME`` *selects* declared arms, in that order; a reward mode that is not
 declared there (``rule``, ``rm``, ``cooper``) is the plain arm of that mode, so ``arms=rm,cooper``
 works on every preset. Every arm's settings are checked by the settings engine when read: an
@@ -28,10 +39,18 @@ import copy
 import re
 from typing import Any
 
-from cooper.config.engine import ConfigError, apply_settings, flat_keys, get_key, nest
+from cooper.config.engine import (
+    ConfigError,
+    apply_settings,
+    deep_merge,
+    flat_keys,
+    get_key,
+    nest,
+)
 from cooper.config.train import MODES, TrainConfig
 
-LABEL = "label"  # the one key of an arm that is not a `cooper train` setting
+LABEL = "label"  # a key of an arm that is not a `cooper train` setting: its name in the report
+FROM = "from"  # nor this one: the arm it builds on, resolved when the arms are declared
 
 # An arm's name is its run folder (OUT/seed-S/arms/NAME): a plain name on every file system.
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -65,18 +84,57 @@ def _names(value: str | list, what: str) -> list[str]:
     return names
 
 
-def arm_settings(name: str, settings: Any) -> dict[str, Any]:
-    """One declared arm as ``{"label"?: str, dotted key: typed value}``, checked against the
-    ``cooper train`` settings (the engine's error names ``arms.NAME.KEY``)."""
+def _mapping(name: str, settings: Any) -> dict[str, Any]:
+    """An arm's own settings as a mapping, checked: its name and its value's form."""
     if not NAME.match(name):
         raise ConfigError(f"arm name {name!r}: use letters, digits, '_', '-' or '.' (it names "
                           "the arm's folder)")
     if settings is None:  # `NAME:` with nothing: the shared train settings as they are
-        settings = {}
+        return {}
     if not isinstance(settings, dict):
         raise ConfigError(f"arms.{name} must be a mapping of `cooper train` settings, e.g. "
                           f"{{reward.mode: cooper, rm_update.lr: 1.0e-4}}; got {settings!r}")
-    settings = dict(settings)
+    return dict(settings)
+
+
+def resolve_from(arms: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each arm's settings with those of the arm its ``from:`` names underneath (that arm's own
+    resolved first; its label left out), as nested mappings without ``from``. An unknown name
+    or arms that build on each other in a loop fail, naming the fix."""
+    done: dict[str, dict[str, Any]] = {}
+
+    def resolve(name: str, chain: tuple[str, ...]) -> dict[str, Any]:
+        if name in done:
+            return done[name]
+        own = nest(arms[name])  # dotted and nested keys alike, so that they merge key by key
+        if FROM not in own:
+            done[name] = own
+            return own
+        parent = own.pop(FROM)
+        if not isinstance(parent, str) or not parent.strip():
+            raise ConfigError(f"arms.{name}.from: {parent!r} must name another arm of this "
+                              "preset, whose settings this arm starts from (from: judged)")
+        parent = parent.strip()
+        if parent not in arms:
+            raise ConfigError(f"arms.{name}.from: no arm named '{parent}' in this preset; "
+                              f"declared: {', '.join(arms)}. Name one of them, or drop from: "
+                              "and list the arm's settings")
+        if parent == name or parent in chain:
+            loop = " -> ".join([*chain, name, parent])
+            raise ConfigError(f"arms.{name}.from: the arms build on each other in a loop "
+                              f"({loop}); remove from: from one of them")
+        inherited = {k: v for k, v in resolve(parent, (*chain, name)).items() if k != LABEL}
+        done[name] = deep_merge(inherited, own)
+        return done[name]
+
+    return {name: resolve(name, ()) for name in arms}
+
+
+def arm_settings(name: str, settings: Any) -> dict[str, Any]:
+    """One declared arm as ``{"label"?: str, dotted key: typed value}``, checked against the
+    ``cooper train`` settings (the engine's error names ``arms.NAME.KEY``); ``from:`` is
+    resolved before (:func:`resolve_from`)."""
+    settings = _mapping(name, settings)
     label = settings.pop(LABEL, None)
     if label is not None and not isinstance(label, str | int | float):
         raise ConfigError(f"arms.{name}.label must be text, got {label!r}")
@@ -106,7 +164,8 @@ def declare_arms(value: Any) -> dict[str, dict[str, Any]]:
     if not isinstance(value, dict) or not value:
         raise ConfigError(f"arms must map each arm's name to its `cooper train` settings, e.g. "
                           f"arms: {{rule: {{reward.mode: rule}}}}; got {value!r}")
-    return {str(name): arm_settings(str(name), s) for name, s in value.items()}
+    own = {str(name): _mapping(str(name), s) for name, s in value.items()}
+    return {name: arm_settings(name, s) for name, s in resolve_from(own).items()}
 
 
 def select_arms(declared: dict[str, dict[str, Any]], selection: Any) -> dict[str, dict[str, Any]]:
