@@ -261,6 +261,12 @@ def test_tinyv_pays_what_the_judge_accepts_among_the_rules_rejections():
 
     m = rollout_metrics(stats, seconds)
     assert m["judge/asked"] == 2 and m["judge/asked_share"] == 0.5
+    # the policy's evaluation asks no new answer: known verdicts pay, new ones are the rule's
+    texts = ["\\boxed{fifty-five}", "\\boxed{fifty-six}"]
+    rollouts, stats, _ = step.score(["p"] * 2, ["What is 50 + 5?"] * 2, ["55"] * 2, texts,
+                                    step=1, training=False)
+    assert step.rewards(rollouts) == [1.0, 0.0] and stats.judge.asked == 0
+    assert len(judge.asked) == 2
 
 
 def test_judged_labels_reach_the_update_and_unjudged_ones_never_become_negatives():
@@ -563,3 +569,15 @@ def test_hybrid_pay_can_leave_the_rules_read_no_at_zero(arith):
             load_config(None, cfg + extra).validate()
     with pytest.raises(ConfigError, match="hybrid_scores=unread"):
         CooperRewardFunction(arith / "reward", mode="cooper", hybrid_scores="unread")
+
+
+def test_cooper_train_settings_lists_the_experimental_ones_apart():
+    from conftest import run_cli
+
+    out = run_cli("train", "--settings").stdout
+    main, _, apart = out.partition("# experimental")
+    keys = [line.split(" = ")[0] for line in main.splitlines() if " = " in line]
+    judged = [k for k in keys if k.split(".")[0] in ("reward", "rm_update", "judge")]
+    assert 30 <= len(judged) <= 35 and "reward.mode" in judged and "judge.fail_steps" in judged
+    assert "judge.error_rate = 0.0" in apart and "judge.error_rate" not in keys
+    assert "judge.audit" not in out and "replay_judged" not in out

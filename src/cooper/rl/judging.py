@@ -103,13 +103,14 @@ class RolloutJudge:
 
     # ------------------------------------------------------------------ the two uses
 
-    def pay_rejected(self, mine: list[Rollout], everyone: list[Rollout]
+    def pay_rejected(self, mine: list[Rollout], everyone: list[Rollout], *, ask: bool = True
                      ) -> tuple[list[Rollout], list[Rollout], JudgeRound]:
         """``reward.judge_rejected``: every rollout the rule rejected, put to the judge (each
         distinct answer once); its verdict rides on the rollout (``judged``), this process's
-        (``mine``) and the gathered step's (``everyone``) alike."""
+        (``mine``) and the gathered step's (``everyone``) alike. ``ask=False`` (the policy's
+        evaluation) uses the verdicts known already and makes no new call."""
         rejected = [r for r in everyone if not r.correct]
-        labels, judged = self.label(rejected)
+        labels, judged = self.label(rejected, limit=None if ask else 0)
         verdicts = {answer_key(r): v for r, v in zip(rejected, labels, strict=True)}
 
         def with_verdict(rs: list[Rollout]) -> list[Rollout]:

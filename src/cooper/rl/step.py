@@ -248,12 +248,13 @@ class CooperReward:
                     for pid, q, ref, c, v, s in zip(problem_ids, questions, references,
                                                     completions, verdicts, scores, strict=True)]
         # 3. the step's rollouts from every process (with ``reward.judge_rejected`` the judge
-        # decides what the rule rejects, and its yes pays), each paid once
+        # decides what the rule rejects, and its yes pays; in evaluation no new call), each
+        # paid once
         everyone = self.collective.gather_objects(rollouts)
         judged = None
         if self.judge_rejected:
             t = time.perf_counter()
-            rollouts, everyone, judged = self.judge.pay_rejected(rollouts, everyone)
+            rollouts, everyone, judged = self.judge.pay_rejected(rollouts, everyone, ask=training)
             seconds["judge"] = time.perf_counter() - t
         everyone = self._paid(everyone)
         # pay is per rollout: with one process this process's rollouts are the step's
