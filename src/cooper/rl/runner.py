@@ -79,7 +79,8 @@ def load_reward_model(cfg: TrainConfig, device=None) -> tuple[RewardModel | None
                                                               PairwiseUpdater | None]:
     """The reward model (``reward.model``) and, when Stage 2 updates it, its updater."""
     return rm_update.load_reward_model(cfg.reward.model or None, plan=cfg.plan(),
-                                  update=cfg.rm_update, max_length=cfg.reward.max_length,
+                                  update=cfg.rm_update.resolved(cfg.reward.mode),
+                                  max_length=cfg.reward.max_length,
                                   dtype=cfg.policy.dtype, device=device)
 
 
