@@ -195,6 +195,14 @@ def test_its_memory_survives_a_checkpoint():
     again.load_state_dict(rj.state_dict())
     labels, r = again.label([roll("a", "55", "55"), roll("b", "54", "55")])
     assert labels == [True, False] and r.asked == 0 and again.calls == 2
+    # an edited or foreign file: a clear error naming what it should hold, nothing half-loaded
+    from cooper.errors import UserError
+
+    for bad in ([1, 2], {"verdicts": [["a", "55"]]}, {"verdicts": [["a", "55", "yes"]]},
+                {"calls": "many"}, "judge"):
+        with pytest.raises(UserError, match="should hold calls, failed_steps and verdicts"):
+            again.load_state_dict(bad)
+    assert again.calls == 2 and len(again.verdicts) == 2
 
 
 # ------------------------------------------------------------------ what the update asks
@@ -440,6 +448,10 @@ def test_the_drop_in_reads_judge_specs_as_the_cli_does():
 
     with pytest.raises(UserError, match="api:MODEL@URL"):
         drop_in_judge("api:no-url")
+    with pytest.raises(UserError, match="empty model spec"):
+        drop_in_judge("  ")
+    with pytest.raises(ConfigError, match="is not a judge"):
+        drop_in_judge(0.5)
 
 
 def test_cooper_train_and_the_drop_in_build_their_engine_with_one_builder(arith, tmp_path):
@@ -581,3 +593,24 @@ def test_cooper_train_settings_lists_the_experimental_ones_apart():
     assert 30 <= len(judged) <= 35 and "reward.mode" in judged and "judge.fail_steps" in judged
     assert "judge.error_rate = 0.0" in apart and "judge.error_rate" not in keys
     assert "judge.audit" not in out and "replay_judged" not in out
+
+
+def test_a_judged_checkpoint_without_or_with_a_broken_judge_json_is_a_clear_error(tmp_path):
+    from cooper.errors import UserError
+    from cooper.rl.checkpoints import load_reward_model_state, save_reward_model_state
+
+    step = step_with(["reward.mode=rule", "reward.judge_rejected=true", "judge.backend=gold",
+                      "rm_update.pair_metrics=false"], GoldJudge())
+    step.judge.label([roll("a", "55", "55")])
+    save_reward_model_state(step, tmp_path / "ok")
+    step.judge.verdicts.clear()
+    load_reward_model_state(step, tmp_path / "ok")
+    assert len(step.judge.verdicts) == 1
+    (tmp_path / "none").mkdir()
+    with pytest.raises(UserError, match="holds no judge.json"):
+        load_reward_model_state(step, tmp_path / "none")
+    for text, message in (("{cut", "is not JSON"), ("[1, 2]", "judge.json: the judge's saved")):
+        (tmp_path / "bad").mkdir(exist_ok=True)
+        (tmp_path / "bad" / "judge.json").write_text(text)
+        with pytest.raises(UserError, match=message):
+            load_reward_model_state(step, tmp_path / "bad")

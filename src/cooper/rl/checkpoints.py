@@ -75,7 +75,10 @@ def load_reward_model_state(cooper: CooperReward, folder: str | os.PathLike) -> 
         except json.JSONDecodeError as e:
             raise UserError(f"{path} is not JSON ({e}): restore it from the run's other "
                             "checkpoint, or start a new run") from e
-        cooper.judge.load_state_dict(judge_state)
+        try:
+            cooper.judge.load_state_dict(judge_state)
+        except UserError as e:
+            raise UserError(f"{path}: {e}") from None
     if cooper.rm is None or not (folder / RM_FOLDER).is_dir():
         return
     weights = sorted((folder / RM_FOLDER).glob("*.safetensors"))

@@ -32,6 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from cooper.config.engine import ConfigError
+from cooper.config.train import JudgeConfig
 from cooper.errors import UserError
 from cooper.infra.collective import Collective, SingleProcess
 from cooper.rl.blind_spot import rule_read
@@ -39,7 +41,6 @@ from cooper.types import Rollout
 from cooper.verify.extraction import clean_answer
 
 if TYPE_CHECKING:
-    from cooper.config.train import JudgeConfig
     from cooper.labelling.judge import Judge
 
 log = logging.getLogger(__name__)
@@ -213,10 +214,20 @@ class RolloutJudge:
         return {"calls": self.calls, "failed_steps": self.failed_steps,
                 "verdicts": [[p, a, v] for (p, a), v in self.verdicts.items()]}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.calls = int(state.get("calls", 0))
-        self.failed_steps = int(state.get("failed_steps", 0))
-        self.verdicts = {(str(p), str(a)): bool(v) for p, a, v in state.get("verdicts", [])}
+    def load_state_dict(self, state: Any) -> None:
+        """What :meth:`state_dict` saved; anything else (an edited or foreign file) is a
+        :class:`~cooper.errors.UserError` that says what the file should hold."""
+        try:
+            verdicts = {(str(p), str(a)): v for p, a, v in state.get("verdicts", [])}
+            calls, failed = int(state.get("calls", 0)), int(state.get("failed_steps", 0))
+            if not all(isinstance(v, bool) for v in verdicts.values()):
+                raise ValueError("a verdict is not true or false")
+        except (AttributeError, TypeError, ValueError) as e:
+            raise UserError(f"the judge's saved state is not what a run writes ({e}): it should "
+                            "hold calls, failed_steps and verdicts as [[problem, answer, true or "
+                            "false], ...]; restore it from the run's other checkpoint, or start a "
+                            "new run") from None
+        self.calls, self.failed_steps, self.verdicts = calls, failed, verdicts
 
     def close(self) -> None:
         self.judge.close()
@@ -282,9 +293,6 @@ def drop_in_judge(judge: str | Judge | JudgeConfig | None, *, budget: float | No
     ``vllm serve MODEL`` or a hosted API offers) or ``hf:MODEL`` (a local model);
     ``budget``/``threshold`` set ``judge.budget``/``judge.threshold`` (None: the default), and
     may not contradict a :class:`~cooper.config.train.JudgeConfig` that brings its own."""
-    from cooper.config.engine import ConfigError
-    from cooper.config.train import JudgeConfig
-
     given = {k: v for k, v in (("budget", budget), ("threshold", threshold)) if v is not None}
     if isinstance(judge, JudgeConfig):
         clash = [f"judge_{k}={v}" for k, v in given.items() if getattr(judge, k) != v]
@@ -293,6 +301,10 @@ def drop_in_judge(judge: str | Judge | JudgeConfig | None, *, budget: float | No
                               f"({', '.join(f'{k}={getattr(judge, k)}' for k in given)}): set it "
                               "in the JudgeConfig alone")
         return judge, None
+    if judge is not None and not isinstance(judge, str) and not callable(
+            getattr(judge, "judge", None)):
+        raise ConfigError(f"judge={judge!r} is not a judge: pass 'api:MODEL@URL', 'hf:MODEL', "
+                          "'gold', a JudgeConfig, or an object with judge(items) (a Judge)")
     if judge is None or not isinstance(judge, str):
         return JudgeConfig(**given), judge
     spec = judge.strip()
