@@ -525,6 +525,8 @@ def test_reward_mode_judged_is_the_recommended_ten_setting_command():
     plain = load_config(None, ["reward.mode=judged", "rm_update.replay=0", "reward.model=m",
                                "judge.backend=gold"]).validate()
     assert (plain.rm_update.replay, plain.rm_update.anchor_weight) == (0, 0.5)
+    with pytest.raises(ConfigError, match="reward.mode=judged ask.s. a judge, but judge.backend=none"):
+        load_config(None, ["reward.mode=judged", "rm_update.replay=0", "reward.model=m"]).validate()
     with pytest.raises(ConfigError, match="rm_update.replay=0 where those rows"):
         load_config(None, ["reward.mode=judged", "reward.model=m", "judge.backend=gold"]).validate()
     # the other modes keep the paper's defaults

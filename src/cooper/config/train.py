@@ -597,7 +597,8 @@ class TrainConfig:
     def _check_judge_uses(self, has_judge: bool = False) -> None:
         """A judge asked for is configured, and one configured is used."""
         uses = [k for k, on in (("reward.judge_rejected", self.reward.judge_rejected),
-                                ("rm_update.labels=judge", self.rm_update.labels == "judge"))
+                                ("reward.mode=judged" if self.reward.mode == "judged"
+                                 else "rm_update.labels=judge", self.rm_update.labels == "judge"))
                 if on]
         if uses and self.judge.backend == "none" and not has_judge:
             raise ConfigError(f"{' and '.join(uses)} ask(s) a judge, but judge.backend=none: "
