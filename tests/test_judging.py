@@ -592,9 +592,12 @@ def test_cooper_train_settings_lists_the_experimental_ones_apart():
     main, _, apart = out.partition("# experimental")
     keys = [line.split(" = ")[0] for line in main.splitlines() if " = " in line]
     judged = [k for k in keys if k.split(".")[0] in ("reward", "rm_update", "judge")]
-    assert 30 <= len(judged) <= 35 and "reward.mode" in judged and "judge.fail_steps" in judged
+    # 35 after the variants that lost were removed, and adaptive asking's three (its memory
+    # is among the experimental ones)
+    assert 30 <= len(judged) <= 38 and "reward.mode" in judged and "judge.fail_steps" in judged
+    assert "judge.asking" in judged and "judge.memory_steps" not in keys
     assert "judge.error_rate = 0.0" in apart and "judge.error_rate" not in keys
-    assert "judge.audit" not in out and "replay_judged" not in out
+    assert "judge.audit =" not in out and "replay_judged" not in out
 
 
 def test_a_judged_checkpoint_without_or_with_a_broken_judge_json_is_a_clear_error(tmp_path):

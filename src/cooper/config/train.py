@@ -382,10 +382,18 @@ class JudgeConfig:
     """rm_update.labels=judge: new judge calls a step, at most this share of the step's rollouts (answers judged before are free); reward.judge_rejected asks about every rejection"""
     threshold: float = 0.5
     """rm_update.labels=judge: a rule-rejected rollout the reward model pays at least this much is a disagreement, judged first"""
+    asking: str = "budget"
+    """rm_update.labels=judge: which candidates are asked. 'budget': up to judge.budget every step, the highest-paid first; 'adaptive': only where the reward model is unsure or has been found wrong (its score's band, by the judge's past verdicts; judge.tolerance), plus a random audit of its confident verdicts (judge.audit_share), judge.budget a cap; a rejection with no final answer is then the rule's negative, never asked"""
+    tolerance: float = 0.05
+    """adaptive asking: a band of the reward model's scores is asked while its verdicts there are estimated wrong more often than this (the judge's verdicts counted, fading over judge.memory_steps)"""
+    audit_share: float = 0.02
+    """adaptive asking: each candidate in a band trusted is audited with this probability, so that a new failure of the reward model is found"""
+    memory_steps: int = 50
+    """adaptive asking: the judge's verdicts count half after this many steps (older evidence on an updated reward model weighs less)"""
     fail_steps: int = 3
     """stop the run when the judge gave no verdict at all (every call failed) on this many steps in a row that asked it, naming the judge and its last failure; 0: go on, those steps' answers left unlabelled (the rule's labels alone)"""
 
-    EXPERIMENTAL: ClassVar[tuple[str, ...]] = ("error_rate", "mode")
+    EXPERIMENTAL: ClassVar[tuple[str, ...]] = ("error_rate", "mode", "memory_steps")
     REMOVED: ClassVar[dict[str, tuple[Any, str]]] = {
         "order": ("paid", REMOVED_AT), "audit": (0.0, REMOVED_AT), "audit_from": ("all", REMOVED_AT),
         "audit_grow": (0, REMOVED_AT)}
@@ -407,6 +415,16 @@ class JudgeConfig:
         if not 0.0 <= self.threshold <= 1.0:
             raise ConfigError(f"judge.threshold is a reward-model probability in [0, 1], got "
                               f"{self.threshold}")
+        choice("judge.asking", self.asking, ("budget", "adaptive"))
+        if not 0.0 < self.tolerance < 0.5:
+            raise ConfigError(f"judge.tolerance is an error rate in (0, 0.5) (a band the judge "
+                              f"never asked about starts at 0.5), got {self.tolerance}")
+        if not 0.0 <= self.audit_share <= 1.0:
+            raise ConfigError(f"judge.audit_share is a probability in [0, 1], got "
+                              f"{self.audit_share}")
+        if self.memory_steps < 1:
+            raise ConfigError(f"judge.memory_steps is a number of steps, 1 or more, got "
+                              f"{self.memory_steps}")
         if self.fail_steps < 0:
             raise ConfigError(f"judge.fail_steps is a number of steps, 0 (never stop) or more, "
                               f"got {self.fail_steps}")
@@ -613,6 +631,10 @@ class TrainConfig:
             raise ConfigError(f"rm_update.labels=judge labels the reward model's update, which "
                               f"reward.mode={self.reward.mode} does not run: use judged, cooper "
                               "or hybrid_cooper")
+        if self.judge.asking == "adaptive" and self.rm_update.labels != "judge":
+            raise ConfigError("judge.asking=adaptive chooses which answers Cooper's update asks "
+                              "the judge about, so it needs rm_update.labels=judge (reward.mode="
+                              "judged sets it); reward.judge_rejected asks about every rejection")
         if self.rm_update.replay and not self.rm_update.replay_file:
             judged = (" (reward.mode=judged replays 16 by default: give the file, or set "
                       "rm_update.replay=0 where those rows are not at hand)"

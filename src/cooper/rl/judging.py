@@ -8,7 +8,9 @@ Two uses in a run, each a setting (``docs/training.md``, "Labels beyond the rule
 - ``rm_update.labels=judge`` (``reward.mode=judged`` sets it): Cooper's update takes labels from
   the judge where the rule's "no" says nothing (it could not read the answer or the reference)
   or the reward model disagrees with it, at most ``judge.budget`` of the step's rollouts, the
-  highest-paid first (:meth:`RolloutJudge.label_rejections`, :func:`stage2_candidates`).
+  highest-paid first (:meth:`RolloutJudge.label_rejections`, :func:`stage2_candidates`); with
+  ``judge.asking=adaptive`` only where the reward model is unsure or has been found wrong, and
+  a random audit of the rest (:mod:`cooper.rl.asking`).
 
 The judge is any :class:`cooper.labelling.judge.Judge`: an LLM behind an endpoint, a local
 model, or the testbeds' gold judge. :class:`RolloutJudge` owns everything the asking depends
@@ -29,13 +31,14 @@ import logging
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from cooper.config.engine import ConfigError
 from cooper.config.train import JudgeConfig
 from cooper.errors import UserError
 from cooper.infra.collective import Collective, SingleProcess
+from cooper.rl.asking import AdaptiveAsking
 from cooper.rl.blind_spot import rule_read
 from cooper.types import Rollout
 from cooper.verify.extraction import clean_answer
@@ -74,6 +77,7 @@ class JudgeRound:
     no: int  # calls answered "wrong"
     seconds: float
     failed_steps: int = 0  # steps in a row, this one included, on which every call failed
+    asking: dict[str, float] = field(default_factory=dict)  # how the step chose (labelling)
 
 
 def judge_metrics(r: JudgeRound) -> dict[str, float]:
@@ -83,7 +87,7 @@ def judge_metrics(r: JudgeRound) -> dict[str, float]:
             "judge/asked_share": r.asked / r.rollouts if r.rollouts else 0.0,
             "judge/cached": r.cached, "judge/unlabelled": r.unlabelled,
             "judge/failed": r.failed, "judge/yes": r.yes, "judge/no": r.no,
-            "judge/failed_steps": r.failed_steps, "perf/judge": r.seconds}
+            "judge/failed_steps": r.failed_steps, "perf/judge": r.seconds, **r.asking}
 
 
 class RolloutJudge:
@@ -93,8 +97,9 @@ class RolloutJudge:
 
     def __init__(self, judge: Judge, *, budget: float = 0.1, threshold: float = 0.5,
                  fail_steps: int = 3, name: str | None = None,
-                 collective: Collective | None = None):
+                 collective: Collective | None = None, asking: AdaptiveAsking | None = None):
         self.judge, self.budget, self.threshold, self.fail_steps = judge, budget, threshold, fail_steps
+        self.asking = asking  # judge.asking=adaptive (None: the budget, every step)
         self.name = name or getattr(judge, "name", type(judge).__name__)
         self.collective = collective or SingleProcess()
         self.verdicts: dict[Key, bool] = {}
@@ -119,19 +124,44 @@ class RolloutJudge:
 
         return with_verdict(mine), with_verdict(everyone), replace(judged, rollouts=len(everyone))
 
-    def label_rejections(self, everyone: list[Rollout]) -> tuple[list[Rollout], JudgeRound]:
+    def label_rejections(self, everyone: list[Rollout], step: int = 0
+                         ) -> tuple[list[Rollout], JudgeRound]:
         """``rm_update.labels=judge``: the step's rollouts labelled for the update (``correct``
         is the label; ``judged`` is set where the judge gave it): the rule's yes, its trusted
-        no, and the judge's verdicts on the rest, asking at most ``budget`` of the rollouts in
-        :func:`stage2_candidates`' order; a rollout with no label is left out."""
-        trusted, candidates = stage2_candidates(everyone, self.threshold)
-        labels, judged = self.label([everyone[i] for i in candidates],
-                                    limit=math.floor(self.budget * len(everyone)))
+        no, and the judge's verdicts on the rest, in :func:`stage2_candidates`' order; a
+        rollout with no label is left out. New calls: at most ``budget`` of the rollouts; with
+        ``judge.asking=adaptive`` only about the candidates :class:`AdaptiveAsking` picks
+        (where the reward model is unsure, and its audits), whose verdicts it then learns from;
+        answers judged before label the others for free either way."""
+        adaptive = self.asking is not None
+        trusted, candidates = stage2_candidates(everyone, self.threshold,
+                                                no_answer_is_wrong=adaptive)
+        cap = math.floor(self.budget * len(everyone))
+        extra = {"judge/no_answer": float(sum(not r.correct and r.extracted is None
+                                              for r in everyone))}
+        if self.asking is None:
+            labels, judged = self.label([everyone[i] for i in candidates], limit=cap)
+        else:
+            plan = self.asking.plan(everyone, candidates, step)
+            chosen = set(plan.ask)
+            candidates = plan.ask + [i for i in candidates if i not in chosen]
+            known = set(self.verdicts)
+            new = {answer_key(everyone[i]) for i in plan.ask} - known
+            labels, judged = self.label([everyone[i] for i in candidates],
+                                        limit=min(cap, len(new)))
+            learnt: dict[Key, tuple[int, bool]] = {}
+            for i in plan.ask:  # each new verdict once, with the first rollout that asked it
+                k = answer_key(everyone[i])
+                if k not in known and k in self.verdicts:
+                    learnt.setdefault(k, (i, self.verdicts[k]))
+            self.asking.learn(everyone, list(learnt.values()))
+            extra.update(self.asking.metrics(plan))
         keep = {i: r for i, r in enumerate(everyone) if r.correct}
         keep.update((i, everyone[i]) for i in trusted)
         keep.update((i, replace(everyone[i], correct=label, judged=label))
                     for i, label in zip(candidates, labels, strict=True) if label is not None)
-        return [keep[i] for i in sorted(keep)], replace(judged, rollouts=len(everyone))
+        return [keep[i] for i in sorted(keep)], replace(judged, rollouts=len(everyone),
+                                                        asking=extra)
 
     # ------------------------------------------------------------------ asking
 
@@ -211,8 +241,11 @@ class RolloutJudge:
         return {f"judge/{k}": float(v) for k, v in raw.items()}
 
     def state_dict(self) -> dict[str, Any]:
-        return {"calls": self.calls, "failed_steps": self.failed_steps,
-                "verdicts": [[p, a, v] for (p, a), v in self.verdicts.items()]}
+        state = {"calls": self.calls, "failed_steps": self.failed_steps,
+                 "verdicts": [[p, a, v] for (p, a), v in self.verdicts.items()]}
+        if self.asking is not None:
+            state["asking"] = self.asking.state_dict()
+        return state
 
     def load_state_dict(self, state: Any) -> None:
         """What :meth:`state_dict` saved; anything else (an edited or foreign file) is a
@@ -227,6 +260,12 @@ class RolloutJudge:
                             "hold calls, failed_steps and verdicts as [[problem, answer, true or "
                             "false], ...]; restore it from the run's other checkpoint, or start a "
                             "new run") from None
+        if self.asking is not None:
+            if not isinstance(state.get("asking"), dict):
+                raise UserError("the judge's saved state has no asking state (the run was saved "
+                                "with judge.asking=budget): resume with judge.asking=budget, or "
+                                "start a new run with judge.asking=adaptive")
+            self.asking.load_state_dict(state["asking"])
         self.calls, self.failed_steps, self.verdicts = calls, failed, verdicts
 
     def close(self) -> None:
@@ -238,8 +277,8 @@ def paid_score(r: Rollout) -> float | None:
     return r.rm_score if r.rm_score is not None and math.isfinite(r.rm_score) else None
 
 
-def stage2_candidates(rollouts: Sequence[Rollout], threshold: float
-                      ) -> tuple[list[int], list[int]]:
+def stage2_candidates(rollouts: Sequence[Rollout], threshold: float, *,
+                      no_answer_is_wrong: bool = False) -> tuple[list[int], list[int]]:
     """How Cooper's update labels the rule's rejections with a judge (``rm_update.labels=judge``):
     (trusted negatives, candidates for the judge), as indices into ``rollouts``.
 
@@ -248,10 +287,15 @@ def stage2_candidates(rollouts: Sequence[Rollout], threshold: float
     it rejects and the reward model pays at least ``threshold`` (they disagree), or it could not
     read the answer or the reference (its "no" says nothing), the judge decides, the
     highest-paid candidates first, unscored ones last (ties in sampling order). A rollout the
-    rule accepts is neither (it is a positive)."""
+    rule accepts is neither (it is a positive). ``no_answer_is_wrong`` (adaptive asking): a
+    rejected rollout with no final answer at all is a trusted negative, never a judge call
+    (there is no answer to judge; a policy that stops boxing its answer is not paid for it)."""
     trusted, candidates = [], []
     for i, r in enumerate(rollouts):
         if r.correct:
+            continue
+        if no_answer_is_wrong and r.extracted is None:
+            trusted.append(i)
             continue
         score = paid_score(r)
         disagree = score is not None and score >= threshold
@@ -281,8 +325,12 @@ def rollout_judge(cfg: JudgeConfig, *, asked: bool, seed: int = 0, dtype: str | 
         judge = judge_from_config(cfg, seed=seed, dtype=dtype)
     name = (f"{cfg.backend} {cfg.model} at {cfg.base_url}" if cfg.backend == "endpoint"
             else None)
+    asking = (AdaptiveAsking(tolerance=cfg.tolerance, audit_share=cfg.audit_share,
+                             memory_steps=cfg.memory_steps, threshold=cfg.threshold, seed=seed)
+              if cfg.asking == "adaptive" else None)
     return RolloutJudge(judge, budget=cfg.budget, threshold=cfg.threshold,
-                        fail_steps=cfg.fail_steps, name=name, collective=collective)
+                        fail_steps=cfg.fail_steps, name=name, collective=collective,
+                        asking=asking)
 
 
 def drop_in_judge(judge: str | Judge | JudgeConfig | None, *, budget: float | None = None,

@@ -281,7 +281,7 @@ class CooperReward:
         rng = random.Random(f"{self.seed}:{step}:positives")
         pool, judged, agreement = everyone, None, None
         if self.judge_labels:  # the judge's labels where the rule's "no" says nothing
-            pool, judged = self.judge.label_rejections(everyone)
+            pool, judged = self.judge.label_rejections(everyone, step)
             if self.observer is not None:
                 agreement = self.observer.judge_agreement(pool)
         positives = select_positives(pool, self.positives_per_prompt, self.positive_choice, rng)
