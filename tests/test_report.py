@@ -770,7 +770,8 @@ def test_judge_arms_the_ceiling_and_the_families_in_the_report(tmp_path):
                 r = {"step": s, "loss": 0.1, "reward/rule_mean": 0.4, "reward": 0.6,
                      "reward/hybrid_mean": 0.6, "gold/accuracy": 0.6, "hacking/gold_gap": 0.0,
                      "hacking/gold_top_wrong": 0.0, "gold/accuracy_yesno": yesno,
-                     "gold/rm_recall_missed_yesno": 0.8, "gold/rm_fpr_unread": 0.1}
+                     "gold/rm_recall_missed_yesno": 0.8, "gold/rm_fpr_unread": 0.1,
+                     "perf/step": 0.5 + s % 3}  # 0.5, 1.5 or 2.5 s: the median 1.5
                 if judge:
                     r.update({"judge/asked": judge[0] * (1.5 if s <= 10 else 0.5),
                               "judge/asked_share": judge[1]})
@@ -799,6 +800,10 @@ def test_judge_arms_the_ceiling_and_the_families_in_the_report(tmp_path):
     assert "| final_accuracy_yesno | 0.300 | 0.710 | 0.700 | 0.660 |" in md
     assert "| judge_calls | not enough data | not enough data | 160 | 40 |" in md
     assert "| first_judge_share | not enough data | not enough data | 0.125 | 0.030 |" in md
+    # the judge's calls a step over the first and the last tenth of the steps: 12 then 4
+    assert "| first_judge_calls | not enough data | not enough data | 12.000 | 3.000 |" in md
+    assert "| final_judge_calls | not enough data | not enough data | 4.000 | 1.000 |" in md
+    assert "| median_step | 1.500 | 1.500 | 1.500 | 1.500 |" in md
     names = {p.name for p in paths.plots}
     assert {"judge_calls.png", "accuracy_vs_judge_calls.png", "gold_accuracy_yesno.png",
             "rm_recall_yesno.png", "rm_fpr_unread.png"} <= names

@@ -98,6 +98,7 @@ FIGURE_ROWS = [
     ("probe_last", "reward model's probe accuracy, last validation"),
     ("probe_auroc_first", "reward model's probe AUROC, first validation"),
     ("probe_auroc_last", "reward model's probe AUROC, last validation"),
+    ("median_step", "perf/step: the median training step, seconds (the machine's load moves it)"),
 ]
 
 
@@ -128,6 +129,8 @@ JUDGE_ROWS = [
     ("judge_calls", "judge calls over the run"),
     ("first_judge_share", "judge/asked_share: calls over the step's rollouts, first 10% of steps"),
     ("final_judge_share", "the same, last 10% of steps (lower: the judge is needed less)"),
+    ("first_judge_calls", "judge/asked: new judge calls a step, first 10% of steps"),
+    ("final_judge_calls", "the same, last 10% of steps"),
 ]
 
 

@@ -12,6 +12,7 @@ batch of a handful of prompts, too noisy to stand for the end of a run.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,6 +139,7 @@ def hacking_figures(run: Run) -> dict[str, float]:
     _, fpr = run.series("gold/rm_fpr_unread")
     _, asked = run.series("judge/asked")
     _, share = run.series("judge/asked_share")
+    _, step_seconds = run.series("perf/step")
     families = (run.final or {}).get("families") or {}
     smooth = moving_average(ver, window_for(len(ver))) if ver else []
     peak = max(smooth) if smooth else math.nan
@@ -181,6 +183,9 @@ def hacking_figures(run: Run) -> dict[str, float]:
         "judge_calls": float(sum(asked)) if asked else math.nan,
         "first_judge_share": head_mean(share),
         "final_judge_share": tail_mean(share),
+        "first_judge_calls": head_mean(asked),
+        "final_judge_calls": tail_mean(asked),
+        "median_step": statistics.median(step_seconds) if step_seconds else math.nan,
     }
 
 
