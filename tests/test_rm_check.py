@@ -15,7 +15,12 @@ import pytest
 
 from conftest import run_cli
 from cooper.experiment.rm_check import paired, sign_test
-from cooper.report.rm_check_table import rm_check_rows, rm_check_sentences
+from cooper.report.rm_check_table import (
+    lost_beyond_chance,
+    recall_held,
+    rm_check_rows,
+    rm_check_sentences,
+)
 
 
 def test_the_sign_test_is_exact_and_two_sided():
@@ -24,6 +29,19 @@ def test_the_sign_test_is_exact_and_two_sided():
     assert sign_test(3, 3) == 1.0
     # 1 of 10: P(X <= 1) = 11/1024, doubled
     assert sign_test(1, 9) == pytest.approx(22 / 1024)
+
+
+def test_recall_fails_only_on_losses_beyond_chance_or_a_fall_of_over_a_point():
+    assert lost_beyond_chance(0, 0) is None
+    assert lost_beyond_chance(0, 5) == pytest.approx(1 / 32)  # all 5 lost
+    assert lost_beyond_chance(5, 0) == 1.0
+    assert lost_beyond_chance(1, 9) == pytest.approx(11 / 1024)
+    # one answer lost in 700, none gained: p = 0.5, a 0.14-point fall: noise, held
+    assert recall_held(0.99, 0.99 - 1 / 700, 0, 1) is True
+    assert recall_held(0.95, 0.945, 0, 5) is False  # 5 lost, none gained: p 1/32
+    assert recall_held(0.95, 0.935, 3, 4) is False  # over a point down, whatever the test
+    assert recall_held(0.90, 0.95, 6, 1) is True
+    assert recall_held(None, 0.9, 0, 0) is None
 
 
 def test_paired_verdicts_count_what_each_model_calls_right():
@@ -58,12 +76,15 @@ def test_the_table_and_sentences_name_every_seed_where_recall_fell():
     rows = rm_check_rows(results)
     assert len(rows) == 1 + 2 * 2  # header, then two answer sets per result
     assert rows[1][:5] == ["read", "0", "initial policy", "100", "90.0 -> 95.0"]
-    assert rows[4][5:] == ["2 / 3 (1)", "digits 3 of 10", "10", "10.0 -> 0.0",
+    assert rows[4][5:] == ["2 / 3 (1)", "0.5", "digits 3 of 10", "10", "10.0 -> 0.0",
                            "yesno 10.0 -> 0.0"]
     (sentence,) = rm_check_sentences(results)
-    assert "on the initial policy's answers in 1 of 2 seeds (fewer: seed 1 97.0 -> 96.0% (p 1))" \
-        in sentence
-    assert "on the final policy's answers in 1 of 2 seeds" in sentence
+    # seed 1: 3 lost, 2 gained, one point down: within chance, so held
+    assert "on the initial policy's answers in 2 of 2 seeds;" in sentence
+    fell = [_result("read", 0, 0.90, 0.95, 6, 1), _result("read", 2, 0.97, 0.90, 0, 7)]
+    (sentence,) = rm_check_sentences(fell)
+    assert ("on the initial policy's answers in 1 of 2 seeds (not: seed 2 97.0 -> 90.0% "
+            "(0 gained, 7 lost, one-sided p 0.0078))") in sentence
 
 
 @pytest.mark.smoke

@@ -7,13 +7,40 @@ final reward model. One row per arm, seed and set; one sentence per arm over its
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 SETS = (("initial_policy", "initial policy"), ("final_policy", "final policy"))
 HEADER = ["arm", "seed", "answers of", "right, rule rejects: n",
           "recall: initial RM -> final (%)", "gained / lost (sign test p)",
+          "lost beyond chance (one-sided p)",
           "lost by dial", "wrong, rule cannot read: n", "called right: initial RM -> final (%)",
           "called right by dial: initial -> final"]
+
+
+def lost_beyond_chance(gained: int, lost: int) -> float | None:
+    """One-sided exact p-value that ``lost`` answers or more of ``gained + lost`` discordant
+    ones would go the worse way by chance (a fair coin); None when none is discordant."""
+    n = gained + lost
+    if n == 0:
+        return None
+    return sum(math.comb(n, k) for k in range(lost, n + 1)) / 2 ** n
+
+
+RECALL_FALL = 0.01  # a recall that falls by more than this (a share) failed, whatever the test
+RECALL_P = 0.05
+
+
+def recall_held(before: float | None, after: float | None, gained: int, lost: int) -> bool | None:
+    """Whether the reward model kept its recall on the same answers: it did not, only where the
+    answers lost outnumber those gained beyond chance (:func:`lost_beyond_chance` under
+    :data:`RECALL_P`) or the recall fell by more than :data:`RECALL_FALL`; one answer lost in
+    hundreds is noise, not a finding. None without answers."""
+    if before is None or after is None:
+        return None
+    p = lost_beyond_chance(gained, lost)
+    return not ((lost > gained and p is not None and p < RECALL_P)
+                or before - after > RECALL_FALL + 1e-12)  # exactly a point is not more
 
 
 def _pct(x: float | None) -> str:
@@ -34,6 +61,7 @@ def rm_check_rows(results: list[dict[str, Any]]) -> list[list[str]]:
             rows.append([r["arm"], str(r["seed"]), name, str(rec["answers"]),
                          f"{_pct(rec['before'])} -> {_pct(rec['after'])}",
                          f"{rec['gained']} / {rec['lost']} ({_p(rec['p_value'])})",
+                         _p(lost_beyond_chance(rec["gained"], rec["lost"])),
                          ", ".join(f"{d} {x['lost']} of {x['answers']}"
                                    for d, x in by_rec.items() if x["lost"]) or "-",
                          str(fpr["answers"]), f"{_pct(fpr['before'])} -> {_pct(fpr['after'])}",
@@ -43,9 +71,10 @@ def rm_check_rows(results: list[dict[str, Any]]) -> list[list[str]]:
 
 
 def rm_check_sentences(results: list[dict[str, Any]]) -> list[str]:
-    """Per arm and answer set: in how many seeds the final reward model calls right at least as
-    many of the right answers the rule rejects as the initial one, and where fewer, by how much
-    and how sure."""
+    """Per arm and answer set: in how many seeds the final reward model kept the initial one's
+    recall on the right answers the rule rejects (:func:`~cooper.experiment.rm_check.recall_held`:
+    failed only where the answers lost outnumber those gained with a one-sided sign test
+    p < 0.05, or the recall fell by more than a point), and where it did not, by how much."""
     by_arm: dict[str, list[dict[str, Any]]] = {}
     for r in results:
         by_arm.setdefault(r["arm"], []).append(r)
@@ -57,12 +86,16 @@ def rm_check_sentences(results: list[dict[str, Any]]) -> list[str]:
                     if r[key]["recall_missed"]["before"] is not None]
             if not recs:
                 continue
-            kept = sum(x["after"] >= x["before"] for _, x in recs)
-            fell = [f"seed {s} {_pct(x['before'])} -> {_pct(x['after'])}% (p {_p(x['p_value'])})"
-                    for s, x in recs if x["after"] < x["before"]]
-            parts.append(f"on the {name}'s answers in {kept} of {len(recs)} seeds"
-                         + (f" (fewer: {', '.join(fell)})" if fell else ""))
+            held = {s: recall_held(x["before"], x["after"], x["gained"], x["lost"])
+                    for s, x in recs}
+            fell = [f"seed {s} {_pct(x['before'])} -> {_pct(x['after'])}% ({x['gained']} gained, "
+                    f"{x['lost']} lost, one-sided p {_p(lost_beyond_chance(x['gained'], x['lost']))})"
+                    for s, x in recs if not held[s]]
+            parts.append(f"on the {name}'s answers in {sum(held.values())} of {len(recs)} seeds"
+                         + (f" (not: {', '.join(fell)})" if fell else ""))
         if parts:
-            out.append(f"{arm}: of the right answers the rule rejects, the final reward model "
-                       f"calls right at least as many as the initial one {'; '.join(parts)}.")
+            out.append(f"{arm}: the final reward model kept the initial one's recall on the right "
+                       f"answers the rule rejects (lost beyond chance: more lost than gained at "
+                       f"one-sided p < {RECALL_P}, or more than {100 * RECALL_FALL:.0f} point "
+                       f"down) {'; '.join(parts)}.")
     return out
