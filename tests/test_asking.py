@@ -191,3 +191,56 @@ def test_the_settings_of_adaptive_asking_are_checked():
                        ("judge.memory_steps=0", "judge.memory_steps")):
         with pytest.raises(ConfigError, match=match):
             load_config(None, ["judge.backend=gold", bad]).judge.check()
+
+
+# ------------------------------------------------------------------ the judge's verdicts pay
+
+def test_with_judge_pays_a_verdict_pays_where_the_judge_spoke_and_the_reward_model_elsewhere():
+    pytest.importorskip("torch")
+    from functools import partial
+
+    from cooper.experiment.testbed import tiny_arith_models
+    from cooper.rm.update import load_reward_model
+    from cooper.rl.step import CooperReward
+    from cooper.verify.verifier import verify_batch
+
+    rm_dir = tiny_arith_models() / "reward"
+    texts = ["50 + 5 = 55. The answer is \\boxed{fifty-five}.",  # right, in words
+             "50 + 5 = 54. The answer is \\boxed{fifty-four}.",  # wrong, in words
+             "50 + 5 = 56. The answer is \\boxed{56}.",  # read, wrong: pays 0 (unread pay)
+             "50 + 5 = 55. The answer is \\boxed{55}."]  # the rule's yes: pays 1
+
+    def one_step(*extra: str):
+        cfg = load_config(None, ["reward.mode=judged", f"reward.model={rm_dir}",
+                                 "rm_update.replay=0", "judge.backend=gold", "judge.budget=0.25",
+                                 "judge.threshold=0.0", "validation.judge=gold", *extra]).validate()
+        rm, updater = load_reward_model(rm_dir, plan=cfg.plan(), update=cfg.rm_update)
+        step = CooperReward.from_config(cfg, rm=rm, updater=updater, judge=CountingJudge(),
+                                        verify=partial(verify_batch, mode="strict", timeout_s=10))
+        rollouts, _, _ = step.score(["p"] * 4, ["What is 50 + 5?"] * 4, ["55"] * 4, texts, step=1)
+        return step, rollouts, step.update()
+
+    # a budget of one call (a quarter of 4): the highest-paid candidate is asked
+    _, plain, st = one_step()
+    assert st.judge.asked == 1 and not [r for r in plain if r.judged is not None]
+    step, paid, st = one_step("reward.judge_pays=true")
+    assert st.judge.asked == 1
+    judged = [i for i, r in enumerate(paid) if r.judged is not None]
+    assert len(judged) == 1 and judged[0] != 3  # the rule's yes is never asked
+    i = judged[0]
+    assert paid[i].paid == float(i == 0) != plain[i].paid  # its verdict pays, not the score
+    for j in (0, 1, 2, 3):  # the others are paid as without it (the same reward model)
+        if j != i:
+            assert paid[j].paid == pytest.approx(plain[j].paid)
+    # in evaluation no new call, but what the judge said before still pays
+    again, _, _ = step.score(["p"] * 4, ["What is 50 + 5?"] * 4, ["55"] * 4, texts, step=2,
+                             training=False)
+    assert again[i].paid == float(i == 0) and step.judge.judge.asked.__len__() == 1
+
+
+def test_judge_pays_needs_the_judges_labels_in_cooper_s_update():
+    for args, match in ((["reward.mode=hybrid", "reward.judge_pays=true"], "judge_pays"),
+                        (["reward.mode=hybrid_cooper", "reward.judge_pays=true",
+                          "judge.backend=gold"], "needs rm_update.labels=judge")):
+        with pytest.raises(ConfigError, match=match):
+            load_config(None, ["reward.model=m", *args]).validate()

@@ -139,6 +139,8 @@ class RewardPlan:
     scores_with_rm: bool  # score every rollout with the reward model (paid or only logged)
     # hybrid pay, "unread": a "no" the rule read (two different numbers) pays 0, as the rule's
     read_no_pays_zero: bool = False
+    # hybrid pay with reward.judge_pays: a rejected answer the judge gave a verdict on is paid it
+    verdicts_pay: bool = False
 
     @property
     def pays_with_rm(self) -> bool:
@@ -171,7 +173,8 @@ REPORT_BACKENDS = ("none", "tensorboard", "wandb", "mlflow", "comet_ml", "neptun
 
 
 def reward_plan(mode: str, *, has_rm: bool, pair_metrics: bool = True,
-                monitor: bool = True, hybrid_scores: str | None = None) -> RewardPlan:
+                monitor: bool = True, hybrid_scores: str | None = None,
+                judge_pays: bool = False) -> RewardPlan:
     """What pays the policy and what Stage 2 does, from ``reward.mode`` (the only place that
     reads it), ``reward.hybrid_scores`` and the reward model's presence."""
     choice("reward.mode", mode, MODES)
@@ -195,8 +198,14 @@ def reward_plan(mode: str, *, has_rm: bool, pair_metrics: bool = True,
     else:
         stage2 = Stage2.OFF
     hybrid = pays is Payer.HYBRID
+    if judge_pays and not (hybrid and stage2 is Stage2.UPDATE):
+        raise ConfigError(f"reward.judge_pays pays the judge's verdicts where Cooper's update "
+                          f"asked it, in place of the reward model's score: it needs "
+                          f"reward.mode=judged or hybrid_cooper, not {mode}; for the judge alone "
+                          "use reward.mode=rule with reward.judge_rejected=true")
     return RewardPlan(pays, stage2, has_rm and (pays is not Payer.VERIFIER or monitor),
-                      read_no_pays_zero=hybrid and hybrid_scores == "unread")
+                      read_no_pays_zero=hybrid and hybrid_scores == "unread",
+                      verdicts_pay=judge_pays)
 
 
 @dataclass
@@ -220,10 +229,12 @@ class RewardConfig:
     policy trains the same, its hacking curves have a point every N steps"""
     hybrid_scores: str | None = None
     """in the hybrid modes, which of the rule's rejections the reward model's score pays: 'rejected' (every one) or 'unread' (only where the rule could not read the answer or the reference as a number; where it read both as different numbers it pays 0, as the rule does); None: unread in reward.mode=judged, else rejected"""
+    judge_pays: bool = False
+    """judged and hybrid_cooper with rm_update.labels=judge: a rejected answer the judge has a verdict on (asked this step, before the pay, or in an earlier one) is paid that verdict, 1 or 0, the reward model's score only where the judge gave none (the judge's word where it spoke, the reward model's elsewhere)"""
     judge_rejected: bool = False
     """in rule mode, ask the judge (judge.*) about every rollout the rule rejects and pay 1 where it says right (TinyV's design: the judge as the rule's fallback, no reward model); each distinct answer to a problem is asked once"""
 
-    EXPERIMENTAL: ClassVar[tuple[str, ...]] = ("monitor_every",)
+    EXPERIMENTAL: ClassVar[tuple[str, ...]] = ("monitor_every", "judge_pays")
 
 
 @dataclass
@@ -631,6 +642,10 @@ class TrainConfig:
             raise ConfigError(f"rm_update.labels=judge labels the reward model's update, which "
                               f"reward.mode={self.reward.mode} does not run: use judged, cooper "
                               "or hybrid_cooper")
+        if self.reward.judge_pays and self.rm_update.labels != "judge":
+            raise ConfigError("reward.judge_pays pays the verdicts Cooper's update asks the judge "
+                              "for, so it needs rm_update.labels=judge (reward.mode=judged sets "
+                              "it)")
         if self.judge.asking == "adaptive" and self.rm_update.labels != "judge":
             raise ConfigError("judge.asking=adaptive chooses which answers Cooper's update asks "
                               "the judge about, so it needs rm_update.labels=judge (reward.mode="
@@ -650,7 +665,8 @@ class TrainConfig:
         """What pays the policy and what Stage 2 does (:func:`reward_plan`)."""
         return reward_plan(self.reward.mode, has_rm=bool(self.reward.model),
                            pair_metrics=self.rm_update.pair_metrics, monitor=self.reward.monitor,
-                           hybrid_scores=self.reward.hybrid_scores)
+                           hybrid_scores=self.reward.hybrid_scores,
+                           judge_pays=self.reward.judge_pays)
 
     def uses_assistant(self) -> bool:
         """Stage 2 writes negatives from positives (``rm_update.negatives`` assistant or both)."""

@@ -163,6 +163,12 @@ class RolloutJudge:
         return [keep[i] for i in sorted(keep)], replace(judged, rollouts=len(everyone),
                                                         asking=extra)
 
+    def with_known_verdicts(self, rollouts: list[Rollout]) -> list[Rollout]:
+        """``rollouts`` with the judge's verdict (``judged``) on each rejected one it decided,
+        this step or before (``reward.judge_pays``); no call is made."""
+        return [r if r.correct or r.judged is not None
+                else replace(r, judged=self.verdicts.get(answer_key(r))) for r in rollouts]
+
     # ------------------------------------------------------------------ asking
 
     def label(self, rollouts: Sequence[Rollout], *, limit: int | None = None

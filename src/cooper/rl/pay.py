@@ -19,8 +19,9 @@ def pay(rollouts: Sequence[Rollout], plan: RewardPlan) -> list[float]:
     """The policy's reward per rollout: the verdict (with ``reward.judge_rejected``, 1 also where
     the judge calls a rejected answer right), the reward model's probability, or (hybrid) 1 where
     the verifier accepts and the probability elsewhere (with ``reward.hybrid_scores=unread``, 0
-    where the rule read two different numbers): the reward model can only add what the verifier
-    missed, never take away what it confirmed.
+    where the rule read two different numbers; with ``reward.judge_pays``, the judge's verdict
+    where it gave one): the reward model can only add what the verifier missed, never take away
+    what it confirmed.
 
     A non-finite reward-model score that would pay becomes NaN, which the trainer treats as
     unscorable (zero advantage) instead of letting it poison the group's normalisation.
@@ -29,6 +30,7 @@ def pay(rollouts: Sequence[Rollout], plan: RewardPlan) -> list[float]:
         return [float(r.correct or r.judged is True) for r in rollouts]
     hybrid = plan.pays is Payer.HYBRID
     return [1.0 if hybrid and r.correct
+            else float(r.judged) if plan.verdicts_pay and r.judged is not None
             else 0.0 if plan.read_no_pays_zero and rule_read(r)
             else r.rm_score if r.rm_score is not None and math.isfinite(r.rm_score)
             else math.nan for r in rollouts]

@@ -256,12 +256,19 @@ class CooperReward:
             t = time.perf_counter()
             rollouts, everyone, judged = self.judge.pay_rejected(rollouts, everyone, ask=training)
             seconds["judge"] = time.perf_counter() - t
+        stage2 = (training and self.plan.stage2 is not Stage2.OFF
+                  and step % self.monitor_every == 0)
+        labelled = None
+        if self.plan.verdicts_pay:  # reward.judge_pays: the judge is asked before the pay
+            if stage2:
+                labelled = self.judge.label_rejections(everyone, step)
+            rollouts, everyone = (self.judge.with_known_verdicts(rs) for rs in (rollouts, everyone))
         everyone = self._paid(everyone)
         # pay is per rollout: with one process this process's rollouts are the step's
         rollouts = everyone if self.collective.world_size == 1 else self._paid(rollouts)
         # ... then the positives and this process's share of the pairs (Stage 2 takes them)
-        if training and self.plan.stage2 is not Stage2.OFF and step % self.monitor_every == 0:
-            self._prepare_stage2(everyone, step)
+        if stage2:
+            self._prepare_stage2(everyone, step, labelled)
         paid = [r.paid for r in everyone]
         stats = replace(rollout_stats(everyone, paid if self.plan.pays is Payer.HYBRID else None),
                         verifier_timeouts=timeouts, judge=judged)
@@ -277,11 +284,13 @@ class CooperReward:
         """The policy's reward per rollout, as :meth:`score` paid it (:func:`cooper.rl.pay.pay`)."""
         return [r.paid for r in rollouts]
 
-    def _prepare_stage2(self, everyone: list[Rollout], step: int) -> None:
+    def _prepare_stage2(self, everyone: list[Rollout], step: int,
+                        labelled: tuple[list[Rollout], JudgeRound] | None = None) -> None:
         rng = random.Random(f"{self.seed}:{step}:positives")
         pool, judged, agreement = everyone, None, None
-        if self.judge_labels:  # the judge's labels where the rule's "no" says nothing
-            pool, judged = self.judge.label_rejections(everyone, step)
+        if self.judge_labels:  # the judge's labels where the rule's "no" says nothing (asked
+            # already, before the pay, when its verdicts pay: reward.judge_pays)
+            pool, judged = labelled or self.judge.label_rejections(everyone, step)
             if self.observer is not None:
                 agreement = self.observer.judge_agreement(pool)
         positives = select_positives(pool, self.positives_per_prompt, self.positive_choice, rng)
