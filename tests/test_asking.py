@@ -6,6 +6,7 @@ asked, and the state that decides survives a checkpoint."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -200,8 +201,8 @@ def test_with_judge_pays_a_verdict_pays_where_the_judge_spoke_and_the_reward_mod
     from functools import partial
 
     from cooper.experiment.testbed import tiny_arith_models
-    from cooper.rm.update import load_reward_model
     from cooper.rl.step import CooperReward
+    from cooper.rm.update import load_reward_model
     from cooper.verify.verifier import verify_batch
 
     rm_dir = tiny_arith_models() / "reward"
@@ -244,3 +245,22 @@ def test_judge_pays_needs_the_judges_labels_in_cooper_s_update():
                           "judge.backend=gold"], "needs rm_update.labels=judge")):
         with pytest.raises(ConfigError, match=match):
             load_config(None, ["reward.model=m", *args]).validate()
+
+
+def test_with_rm_verdicts_the_reward_models_verdict_pays_not_its_score():
+    from cooper.config.train import reward_plan
+    from cooper.rl.pay import pay
+
+    rollouts = [Rollout("a", "What is 50 + 5?", "55", "\\boxed{55}", True, "55", 0.2),
+                Rollout("a", "What is 50 + 5?", "55", "\\boxed{fifty-five}", False, "fifty-five", 0.7),
+                Rollout("a", "What is 50 + 5?", "55", "\\boxed{fifty-four}", False, "fifty-four", 0.3),
+                Rollout("a", "What is 50 + 5?", "55", "\\boxed{fifty}", False, "fifty", 0.5),
+                Rollout("a", "What is 50 + 5?", "55", "\\boxed{54}", False, "54", 0.9),
+                Rollout("a", "What is 50 + 5?", "55", "oops", False, None, float("nan"))]
+    scores = pay(rollouts, reward_plan("judged", has_rm=True))
+    verdicts = pay(rollouts, reward_plan("judged", has_rm=True, rm_verdicts=True))
+    assert scores[:5] == [1.0, 0.7, 0.3, 0.5, 0.0]  # the rule's yes, the scores, the read "no"
+    assert verdicts[:5] == [1.0, 1.0, 0.0, 1.0, 0.0]  # at 0.5 or more: right
+    assert math.isnan(scores[5]) and math.isnan(verdicts[5])  # no finite score: unscorable
+    with pytest.raises(ConfigError, match="reward.rm_verdicts"):
+        reward_plan("cooper", has_rm=True, rm_verdicts=True)

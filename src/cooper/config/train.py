@@ -141,6 +141,8 @@ class RewardPlan:
     read_no_pays_zero: bool = False
     # hybrid pay with reward.judge_pays: a rejected answer the judge gave a verdict on is paid it
     verdicts_pay: bool = False
+    # hybrid pay with reward.rm_verdicts: the reward model's verdict (its score >= 0.5) pays 1 or 0
+    rm_verdicts: bool = False
 
     @property
     def pays_with_rm(self) -> bool:
@@ -174,7 +176,7 @@ REPORT_BACKENDS = ("none", "tensorboard", "wandb", "mlflow", "comet_ml", "neptun
 
 def reward_plan(mode: str, *, has_rm: bool, pair_metrics: bool = True,
                 monitor: bool = True, hybrid_scores: str | None = None,
-                judge_pays: bool = False) -> RewardPlan:
+                judge_pays: bool = False, rm_verdicts: bool = False) -> RewardPlan:
     """What pays the policy and what Stage 2 does, from ``reward.mode`` (the only place that
     reads it), ``reward.hybrid_scores`` and the reward model's presence."""
     choice("reward.mode", mode, MODES)
@@ -203,9 +205,13 @@ def reward_plan(mode: str, *, has_rm: bool, pair_metrics: bool = True,
                           f"asked it, in place of the reward model's score: it needs "
                           f"reward.mode=judged or hybrid_cooper, not {mode}; for the judge alone "
                           "use reward.mode=rule with reward.judge_rejected=true")
+    if rm_verdicts and not hybrid:
+        raise ConfigError(f"reward.rm_verdicts pays the reward model's verdict where the rule "
+                          f"rejects, in the hybrid modes (judged, hybrid, hybrid_cooper), not "
+                          f"in reward.mode={mode}")
     return RewardPlan(pays, stage2, has_rm and (pays is not Payer.VERIFIER or monitor),
                       read_no_pays_zero=hybrid and hybrid_scores == "unread",
-                      verdicts_pay=judge_pays)
+                      verdicts_pay=judge_pays, rm_verdicts=rm_verdicts)
 
 
 @dataclass
@@ -231,10 +237,12 @@ class RewardConfig:
     """in the hybrid modes, which of the rule's rejections the reward model's score pays: 'rejected' (every one) or 'unread' (only where the rule could not read the answer or the reference as a number; where it read both as different numbers it pays 0, as the rule does); None: unread in reward.mode=judged, else rejected"""
     judge_pays: bool = False
     """judged and hybrid_cooper with rm_update.labels=judge: a rejected answer the judge has a verdict on (asked this step, before the pay, or in an earlier one) is paid that verdict, 1 or 0, the reward model's score only where the judge gave none (the judge's word where it spoke, the reward model's elsewhere)"""
+    rm_verdicts: bool = False
+    """hybrid modes: where the reward model pays a rejected answer, its verdict pays (1 where its score is at least 0.5, else 0), not its score: the policy then gets no signal from how sure it is among answers it calls alike (TinyV's 0/1 pay)"""
     judge_rejected: bool = False
     """in rule mode, ask the judge (judge.*) about every rollout the rule rejects and pay 1 where it says right (TinyV's design: the judge as the rule's fallback, no reward model); each distinct answer to a problem is asked once"""
 
-    EXPERIMENTAL: ClassVar[tuple[str, ...]] = ("monitor_every", "judge_pays")
+    EXPERIMENTAL: ClassVar[tuple[str, ...]] = ("monitor_every", "judge_pays", "rm_verdicts")
 
 
 @dataclass
@@ -666,7 +674,8 @@ class TrainConfig:
         return reward_plan(self.reward.mode, has_rm=bool(self.reward.model),
                            pair_metrics=self.rm_update.pair_metrics, monitor=self.reward.monitor,
                            hybrid_scores=self.reward.hybrid_scores,
-                           judge_pays=self.reward.judge_pays)
+                           judge_pays=self.reward.judge_pays,
+                           rm_verdicts=self.reward.rm_verdicts)
 
     def uses_assistant(self) -> bool:
         """Stage 2 writes negatives from positives (``rm_update.negatives`` assistant or both)."""

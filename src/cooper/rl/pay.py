@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 
 from cooper.config.train import Payer, RewardPlan
-from cooper.rl.blind_spot import rule_read
+from cooper.rl.blind_spot import RM_SAYS_RIGHT, rule_read
 from cooper.types import Rollout
 
 
@@ -20,7 +20,8 @@ def pay(rollouts: Sequence[Rollout], plan: RewardPlan) -> list[float]:
     the judge calls a rejected answer right), the reward model's probability, or (hybrid) 1 where
     the verifier accepts and the probability elsewhere (with ``reward.hybrid_scores=unread``, 0
     where the rule read two different numbers; with ``reward.judge_pays``, the judge's verdict
-    where it gave one): the reward model can only add what the verifier missed, never take away
+    where it gave one; with ``reward.rm_verdicts``, the reward model's verdict, 1 or 0, instead
+    of its score): the reward model can only add what the verifier missed, never take away
     what it confirmed.
 
     A non-finite reward-model score that would pay becomes NaN, which the trainer treats as
@@ -32,5 +33,13 @@ def pay(rollouts: Sequence[Rollout], plan: RewardPlan) -> list[float]:
     return [1.0 if hybrid and r.correct
             else float(r.judged) if plan.verdicts_pay and r.judged is not None
             else 0.0 if plan.read_no_pays_zero and rule_read(r)
-            else r.rm_score if r.rm_score is not None and math.isfinite(r.rm_score)
-            else math.nan for r in rollouts]
+            else _rm_pay(r.rm_score, plan.rm_verdicts)
+            for r in rollouts]
+
+
+def _rm_pay(score: float | None, verdict: bool) -> float:
+    """The reward model's pay: its score, or with ``reward.rm_verdicts`` its verdict (1 at 0.5
+    or more, else 0); NaN where it has no finite score."""
+    if score is None or not math.isfinite(score):
+        return math.nan
+    return float(score >= RM_SAYS_RIGHT) if verdict else score
