@@ -314,3 +314,19 @@ def test_from_reaches_an_arm_of_the_base_preset(tmp_path):
 def test_a_bad_from_says_how_to_fix(tmp_path, arms, message):
     with pytest.raises(ConfigError, match=message):
         load_experiment(preset(tmp_path, arms))
+
+
+def test_the_asking_preset_is_blind_cpu_with_the_asking_arms():
+    """`blind_cpu_asking`: blind_cpu's setup, steps, final evaluation and arms, plus the arms of
+    asking that adapts, so a seed's setup and its blind_cpu arms serve both."""
+    blind = load_experiment("blind_cpu").validate()
+    asking = load_experiment("blind_cpu_asking").validate()
+    assert asking.arm_list[:len(blind.arm_list)] == blind.arm_list
+    for arm in blind.arm_list:
+        assert asking.arm_train(arm).to_dict() == blind.arm_train(arm).to_dict()
+    assert (asking.setup, asking.rm_init, asking.probe, asking.final_eval) == (
+        blind.setup, blind.rm_init, blind.probe, blind.final_eval)
+    adaptive = asking.arm_train("judged_adaptive_pays")
+    assert (adaptive.judge.asking, adaptive.judge.budget, adaptive.reward.judge_pays) == (
+        "adaptive", 0.25, True)
+    assert adaptive.reward.mode == "judged" and not adaptive.reward.rm_verdicts
