@@ -7,8 +7,9 @@ OUT holds `cooper experiment hacking --preset blind_cpu` runs (and `cooper exper
 results) of ARM beside today's recommended arm (`--budget`), TinyV's design and the rule arm,
 on the same seeds. Per seed and over the seeds it prints, and with --json saves:
 
-- calls: ARM's judge calls a step over the last tenth of the steps at most a quarter of those
-  over the first tenth, and its calls in all at most a quarter of TinyV's design's;
+- calls, over the seeds: ARM's judge calls a step over the last tenth of the steps at most a
+  quarter of those over the first tenth (means over the seeds), and its calls in all at most a
+  quarter of TinyV's design's (sums over the seeds);
 - accuracy: the mean over the last policies (final_eval_last.json) not below the recommended
   arm's (the paired mean over the seeds at least -1 point) and above the rule arm's in every seed;
 - not hacked (the report's verdict: cooper.report.verdict.seed_verdict);
@@ -89,8 +90,11 @@ def bar(figures: list[dict[str, Any]]) -> dict[str, Any]:
         return {"met": False, "why": "a seed is missing its run"}
     diffs = [f["accuracy"] - f["budget_accuracy"] for f in ok]
     criteria = {
-        "calls_fall": all(f["calls_last"] <= f["calls_first"] / 4 for f in ok),
-        "calls_vs_tinyv": all(f["calls_total"] <= f["tinyv_calls_total"] / 4 for f in ok),
+        # calls over the seeds: their mean (each seed's figures stand beside it)
+        "calls_fall": (statistics.mean(f["calls_last"] for f in ok)
+                       <= statistics.mean(f["calls_first"] for f in ok) / 4),
+        "calls_vs_tinyv": (sum(f["calls_total"] for f in ok)
+                           <= sum(f["tinyv_calls_total"] for f in ok) / 4),
         "accuracy_vs_budget": statistics.mean(diffs) >= -1.0,
         "above_rule_every_seed": all(f["accuracy"] > f["rule_accuracy"] for f in ok),
         "never_hacked": all(f["verdict"] == "not hacked" for f in ok),
