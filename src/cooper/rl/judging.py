@@ -295,7 +295,7 @@ def stage2_candidates(rollouts: Sequence[Rollout], threshold: float, *,
     highest-paid candidates first, unscored ones last (ties in sampling order). A rollout the
     rule accepts is neither (it is a positive). ``no_answer_is_wrong`` (adaptive asking): a
     rejected rollout with no final answer at all is a trusted negative, never a judge call
-    (there is no answer to judge; a policy that stops boxing its answer is not paid for it)."""
+    (there is no final answer to judge; what it is paid does not change)."""
     trusted, candidates = [], []
     for i, r in enumerate(rollouts):
         if r.correct:

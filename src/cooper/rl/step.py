@@ -10,7 +10,8 @@ Stage 1, :meth:`CooperReward.score` (when TRL asks for the policy's rewards):
      reward model's top layers are updated, the update keeps this pass's hidden states below
      them (:class:`cooper.rm.trunk.StepStates`);
   3. gather the step's rollouts from every process (``reward.judge_rejected``: the judge decides
-     each rule-rejected one, and its "yes" pays 1), pay each once (:mod:`cooper.rl.pay`), pick
+     each rule-rejected one, and its "yes" pays 1; ``reward.judge_pays``: the update's judge is
+     asked now, and its verdicts pay where it gave one), pay each once (:mod:`cooper.rl.pay`), pick
      positives (verified correct; with
      ``rm_update.labels=judge`` also those the judge calls right, and negatives the judge
      calls wrong, where the rule's "no" says nothing: :mod:`cooper.rl.judging`), and hand each
