@@ -24,7 +24,8 @@ a cap, and which candidates are asked follows evidence about the reward model's 
   before the others so that the cap never starves it. An audit that finds the reward model
   wrong takes its cell's trust away at once (its counts start over from that error: many
   right verdicts long ago must not outvote a failure now), so a new failure widens the asking
-  again; the cell earns its trust back with about 40 right verdicts in a row.
+  again; the cell earns its trust back with about 40 right verdicts in a row (at a tolerance
+  of 0.05).
 - A rollout the rule rejects without any final answer is the rule's to reject: a negative for
   the update, never a judge call (:func:`cooper.rl.judging.stage2_candidates`).
 
@@ -47,7 +48,7 @@ from cooper.verify.extraction import clean_answer, normalize_reference, plain_nu
 
 BANDS = 10  # equal bands of the reward model's score in [0, 1]
 FORMS = ("read", "answer_unread", "reference_unread")  # why the rule's "no" is in doubt
-Cell = tuple[int, int]  # (the form, an index into FORMS; the band of the reward model's score)
+Cell = tuple[int, int]  # (the form: an index into FORMS, the band of the reward model's score)
 
 
 @dataclass
@@ -186,8 +187,7 @@ class AdaptiveAsking:
                 cells[(int(form), int(band))] = Counts(float(asked), float(wrong))
         except (KeyError, TypeError, ValueError) as e:
             raise UserError(f"the judge's saved asking state is not what a run writes ({e}): it "
-                            f"should hold cells as [[form 0-{len(FORMS) - 1}, band 0-{BANDS - 1}, asked, "
-                            "wrong], "
-                            "...]; restore it from the run's other checkpoint, or start a new "
-                            "run") from None
+                            f"should hold cells as [[form 0-{len(FORMS) - 1}, band 0-{BANDS - 1}, "
+                            "asked, wrong], ...]; restore it from the run's other checkpoint, or "
+                            "start a new run") from None
         self.cells = cells
