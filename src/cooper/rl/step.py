@@ -32,7 +32,8 @@ that the network time overlaps it):
      (``rm/pair_acc_before``): the hacking signal of a frozen reward model.
 
 The policy's own step (TRL's) only reads the rewards Stage 1 returned, and the two updates touch
-different weights, so whether it runs before or after Stage 2 changes nothing it computes.
+different weights, so whether it runs before or after Stage 2 changes nothing it computes. The
+module is over 400 lines so that both stages of the method read top to bottom in one place.
 """
 
 from __future__ import annotations
