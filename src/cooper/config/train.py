@@ -412,7 +412,8 @@ class JudgeConfig:
     fail_steps: int = 3
     """stop the run when the judge gave no verdict at all (every call failed) on this many steps in a row that asked it, naming the judge and its last failure; 0: go on, those steps' answers left unlabelled (the rule's labels alone)"""
 
-    EXPERIMENTAL: ClassVar[tuple[str, ...]] = ("error_rate", "mode", "memory_steps")
+    EXPERIMENTAL: ClassVar[tuple[str, ...]] = ("error_rate", "mode", "asking", "tolerance",
+                                               "audit_share", "memory_steps")
     REMOVED: ClassVar[dict[str, tuple[Any, str]]] = {
         "order": ("paid", REMOVED_AT), "audit": (0.0, REMOVED_AT), "audit_from": ("all", REMOVED_AT),
         "audit_grow": (0, REMOVED_AT)}

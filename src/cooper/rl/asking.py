@@ -43,8 +43,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from cooper.errors import UserError
+from cooper.rl.blind_spot import rule_read
 from cooper.types import Rollout
-from cooper.verify.extraction import clean_answer, normalize_reference, plain_number
+from cooper.verify.extraction import normalize_reference, plain_number
 
 BANDS = 10  # equal bands of the reward model's score in [0, 1]
 FORMS = ("read", "answer_unread", "reference_unread")  # why the rule's "no" is in doubt
@@ -78,6 +79,7 @@ class AskingPlan:
 
 
 def score_of(r: Rollout) -> float | None:
+    """What the reward model pays ``r`` (None when it has no finite score)."""
     return r.rm_score if r.rm_score is not None and math.isfinite(r.rm_score) else None
 
 
@@ -88,8 +90,7 @@ def form_of(r: Rollout) -> int:
     read the reference (2; a truth value, a reference in words)."""
     if plain_number(normalize_reference(r.reference)) is None:
         return 2
-    return 0 if r.extracted is not None and plain_number(clean_answer(r.extracted)) is not None \
-        else 1
+    return 0 if rule_read(r) else 1
 
 
 def cell_of(r: Rollout, score: float) -> Cell:
@@ -106,8 +107,6 @@ class AdaptiveAsking:
         self.fade = 0.5 ** (1.0 / memory_steps)  # a step's factor: half in memory_steps steps
         self.seed = seed
         self.cells: dict[Cell, Counts] = {}
-        self.audited: set[int] = set()  # this step's audits (indices), for learn's count
-        self.last: dict[str, float] = {}
 
     def trusted(self, cell: Cell) -> bool:
         return self.cells.get(cell, Counts()).error <= self.tolerance
@@ -120,7 +119,6 @@ class AdaptiveAsking:
         for c in self.cells.values():
             c.asked *= self.fade
             c.wrong *= self.fade
-        self.last = {}
         rng = random.Random(f"{self.seed}:{step}:audit")
         unsure, audits, confident, bands = [], [], 0, set()
         for i in candidates:
@@ -133,15 +131,18 @@ class AdaptiveAsking:
             confident += 1
             if rng.random() < self.audit_share:
                 audits.append(i)
-        self.audited = set(audits)
         # the audits first: the cap must never starve the check on what is trusted
         return AskingPlan(audits + unsure, len(unsure), confident, len(audits),
                           tuple(sorted(bands)))
 
-    def learn(self, rollouts: Sequence[Rollout], verdicts: Sequence[tuple[int, bool]]) -> None:
-        """The judge's new verdicts, ``(index, right)`` pairs, counted in their cells; logs
-        what the step's audits found (:meth:`metrics`)."""
-        audited = wrong_audits = 0
+    def learn(self, rollouts: Sequence[Rollout], plan: AskingPlan,
+              verdicts: Sequence[tuple[int, bool]]) -> dict[str, float]:
+        """The judge's new verdicts on this step's ``plan``, ``(index, right)`` pairs, counted in
+        their cells; returns the step's metrics (``judge/``, ``docs/metrics.md``): the candidates
+        asked as unsure and those trusted, the audits and what they found, the cells trusted,
+        and the lowest and highest score asked as unsure (where any was)."""
+        audited = set(plan.ask[:plan.audits])  # the plan puts its audits first
+        audit_calls = audit_wrong = 0
         for i, right in verdicts:
             s = score_of(rollouts[i])
             if s is None:
@@ -151,20 +152,15 @@ class AdaptiveAsking:
             c = self.cells.setdefault(cell, Counts())
             c.asked += 1.0
             c.wrong += float(wrong)
-            if i in self.audited:
-                audited += 1
-                wrong_audits += wrong
+            if i in audited:
+                audit_calls += 1
+                audit_wrong += wrong
                 if wrong:  # a confident verdict found wrong: its cell earns its trust again
                     self.cells[cell] = Counts(asked=1.0, wrong=1.0)
-        self.last = {"judge/audit_calls": audited, "judge/audit_wrong": wrong_audits}
-
-    def metrics(self, plan: AskingPlan) -> dict[str, float]:
-        """The step's choice and the state that made it, under ``judge/`` (``docs/metrics.md``):
-        the candidates asked as unsure and those trusted, the audits and what they found, the
-        cells trusted, and the lowest and highest score asked as unsure (where any was)."""
         m = {"judge/unsure": plan.unsure, "judge/confident": plan.confident,
-             "judge/audits": plan.audits, "judge/audit_calls": 0, "judge/audit_wrong": 0,
-             **self.last, "judge/trusted_cells": float(sum(self.trusted(c) for c in self.cells))}
+             "judge/audits": plan.audits, "judge/audit_calls": audit_calls,
+             "judge/audit_wrong": audit_wrong,
+             "judge/trusted_cells": float(sum(self.trusted(c) for c in self.cells))}
         if plan.bands:  # none asked as unsure: no band to say
             m.update({"judge/unsure_low": plan.bands[0] / BANDS,
                       "judge/unsure_high": (plan.bands[-1] + 1) / BANDS})

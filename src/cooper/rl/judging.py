@@ -38,7 +38,7 @@ from cooper.config.engine import ConfigError
 from cooper.config.train import JudgeConfig
 from cooper.errors import UserError
 from cooper.infra.collective import Collective, SingleProcess
-from cooper.rl.asking import AdaptiveAsking
+from cooper.rl.asking import AdaptiveAsking, score_of
 from cooper.rl.blind_spot import rule_read
 from cooper.types import Rollout
 from cooper.verify.extraction import clean_answer
@@ -154,8 +154,7 @@ class RolloutJudge:
                 k = answer_key(everyone[i])
                 if k not in known and k in self.verdicts:
                     learnt.setdefault(k, (i, self.verdicts[k]))
-            self.asking.learn(everyone, list(learnt.values()))
-            extra.update(self.asking.metrics(plan))
+            extra.update(self.asking.learn(everyone, plan, list(learnt.values())))
         keep = {i: r for i, r in enumerate(everyone) if r.correct}
         keep.update((i, everyone[i]) for i in trusted)
         keep.update((i, replace(everyone[i], correct=label, judged=label))
@@ -278,11 +277,6 @@ class RolloutJudge:
         self.judge.close()
 
 
-def paid_score(r: Rollout) -> float | None:
-    """What the reward model pays ``r`` (None when it has no finite score)."""
-    return r.rm_score if r.rm_score is not None and math.isfinite(r.rm_score) else None
-
-
 def stage2_candidates(rollouts: Sequence[Rollout], threshold: float, *,
                       no_answer_is_wrong: bool = False) -> tuple[list[int], list[int]]:
     """How Cooper's update labels the rule's rejections with a judge (``rm_update.labels=judge``):
@@ -303,7 +297,7 @@ def stage2_candidates(rollouts: Sequence[Rollout], threshold: float, *,
         if no_answer_is_wrong and r.extracted is None:
             trusted.append(i)
             continue
-        score = paid_score(r)
+        score = score_of(r)
         disagree = score is not None and score >= threshold
         if rule_read(r) and not disagree:
             trusted.append(i)
@@ -311,7 +305,7 @@ def stage2_candidates(rollouts: Sequence[Rollout], threshold: float, *,
             candidates.append(i)
 
     def first(i: int) -> float:  # the smaller, the sooner asked
-        s = paid_score(rollouts[i])
+        s = score_of(rollouts[i])
         return math.inf if s is None else -s
 
     return trusted, sorted(candidates, key=first)  # stable: ties in sampling order
