@@ -59,3 +59,13 @@ def test_the_bar_passes_only_where_every_criterion_holds(tmp_path):
     missing = asking_bar.seed_figures(tmp_path, 2, "adaptive", "judged", "tinyv", "rule")
     assert asking_bar.bar([*figures, missing]) == {"met": False,
                                                    "why": "a seed is missing its run"}
+
+
+def test_a_folder_without_seeds_is_a_clear_error(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "seed-x").mkdir()
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / "asking_bar.py"), str(tmp_path),
+                          "--arm", "judged_adaptive_pays"], capture_output=True, text=True)
+    assert out.returncode == 2 and "holds no seed-N folder" in out.stderr

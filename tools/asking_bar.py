@@ -113,7 +113,10 @@ def main() -> None:
     p.add_argument("--rule", default="rule")
     p.add_argument("--json", type=Path)
     a = p.parse_args()
-    seeds = sorted(int(d.name.split("-")[1]) for d in a.out.glob("seed-*"))
+    seeds = sorted(int(d.name[5:]) for d in a.out.glob("seed-*") if d.name[5:].isdigit())
+    if not seeds:
+        p.error(f"{a.out} holds no seed-N folder: give the --out folder of `cooper experiment "
+                "hacking`")
     figures = [seed_figures(a.out, s, a.arm, a.budget, a.tinyv, a.rule) for s in seeds]
     result = {"arm": a.arm, "seeds": figures, "bar": bar(figures)}
     text = json.dumps(result, indent=1, default=str)
