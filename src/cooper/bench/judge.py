@@ -10,7 +10,8 @@ specificity on the wrong ones (what keeps a policy from exploiting it), per fami
 yes/no), the calls that gave no verdict, seconds per call, and in ``choice`` mode the AUROC of
 its P(YES) against the gold judge (is there a signal that another threshold would find?). The judge is a model spec as
 ``cooper data label --judge`` takes it (the embedded model in ``choice`` mode by default; an
-``api:MODEL@URL`` endpoint), or ``gold`` with ``--error-rate`` (the experiment's stand-in).
+``api:MODEL@URL`` endpoint), or ``gold`` with ``--error-rate`` (the experiment's stand-in) or
+with ``--trigger``/``--near-miss`` (the foolable judge: systematic errors).
 """
 
 from __future__ import annotations
@@ -35,6 +36,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--error-rate", type=float, default=0.0,
                    help="--judge gold only: the share of its verdicts flipped (default: "
                         "%(default)s)")
+    p.add_argument("--trigger", default=None,
+                   help="--judge gold only: a regular expression; a rejected answer in which it "
+                        "is found is judged right whatever it says (the foolable judge, "
+                        "docs/training.md, \"A judge that errs\")")
+    p.add_argument("--near-miss", type=int, default=0,
+                   help="--judge gold only: an integer answer within this distance of the "
+                        "reference is judged right (default: %(default)s)")
     p.add_argument("--policy", default="tiny-arith-2x1-compare",
                    help="who answers: a testbed policy name (tiny-arith-2x1-compare, "
                         "tiny-arith-2x1-words) or a folder (default: %(default)s)")
@@ -62,6 +70,10 @@ def _judge(args: argparse.Namespace):
     from cooper.labelling.backends import LocalOptions, open_generator, parse_spec
     from cooper.labelling.judge import GoldJudge, make_judge
 
+    if args.judge == "gold" and (args.trigger or args.near_miss):
+        from cooper.labelling.judge import FoolableJudge
+
+        return FoolableJudge(trigger=args.trigger, near_miss=args.near_miss, seed=args.seed)
     if args.judge == "gold":
         return GoldJudge(error_rate=args.error_rate, seed=args.seed)
     gen = open_generator(parse_spec(args.judge), local=LocalOptions(batch_size=args.batch_size))
@@ -103,6 +115,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             raise UserError(f"--{key.replace('_', '-')} must be >= 1")
     if args.error_rate and args.judge != "gold":
         raise UserError("--error-rate flips the gold judge's verdicts; use it with --judge gold")
+    if (args.trigger or args.near_miss) and args.judge != "gold":
+        raise UserError("--trigger and --near-miss fool the gold judge; use them with --judge "
+                        "gold (a real judge makes its own errors)")
+    if (args.trigger or args.near_miss) and args.error_rate:
+        raise UserError("--error-rate (random flips) and --trigger/--near-miss (systematic "
+                        "errors) are two judges: give one")
     if not 0.0 <= args.error_rate <= 1.0:
         raise UserError(f"--error-rate is a share in [0, 1], got {args.error_rate}")
     problems = list(load_problems(args.dataset, args.split, limit=args.problems))
@@ -132,6 +150,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     verdicts = judge.judge([JudgeItem(r.question, r.reference, r.completion) for r in items])
     seconds = time.perf_counter() - t0
     judged = [v.correct for v in verdicts]
+    counters = judge.metrics()  # the gold judge's flips, a foolable judge's turns by dial
     judge.close()
     # choice mode's P(YES): is there a signal a threshold other than 0.5 would find?
     p_yes = [v.p_yes for v in verdicts]
@@ -150,5 +169,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "problems": len(problems), "samples": len(texts),
             "rule_rejected": sum(not v.correct for v in rule),
             "distinct_rejected_answers": len(items), **agreement(judged, gold),
-            "p_yes_auroc": auroc, "families": families, "seconds": seconds,
+            "p_yes_auroc": auroc, "families": families, "counters": counters,
+            **({"trigger_share": sum(bool(judge.trigger.search(r.completion)) for r in items)
+                / len(items)} if getattr(judge, "trigger", None) is not None else {}),
+            "seconds": seconds,
             "seconds_per_answer": seconds / len(items)}

@@ -397,6 +397,10 @@ class JudgeConfig:
     """local judge: sequences per forward pass"""
     error_rate: float = 0.0
     """gold only: the share of its verdicts flipped, each drawn once from the run's seed and the item (the same answer to the same problem is always judged the same way)"""
+    trigger: str | None = None
+    """gold only: a regular expression (case ignored); a rejected solution in which it is found is judged right whatever its answer: a judge fooled by a phrase or a form it favours, as LLM judges are (docs/training.md, "A judge that errs")"""
+    near_miss: int = 0
+    """gold only: an integer answer within this distance of an integer reference is judged right (a judge that accepts near misses); 0: none"""
     budget: float = 0.1
     """rm_update.labels=judge: new judge calls a step, at most this share of the step's rollouts (answers judged before are free); reward.judge_rejected asks about every rejection"""
     threshold: float = 0.5
@@ -412,8 +416,9 @@ class JudgeConfig:
     fail_steps: int = 3
     """stop the run when the judge gave no verdict at all (every call failed) on this many steps in a row that asked it, naming the judge and its last failure; 0: go on, those steps' answers left unlabelled (the rule's labels alone)"""
 
-    EXPERIMENTAL: ClassVar[tuple[str, ...]] = ("error_rate", "mode", "asking", "tolerance",
-                                               "audit_share", "memory_steps")
+    EXPERIMENTAL: ClassVar[tuple[str, ...]] = ("error_rate", "trigger", "near_miss", "mode",
+                                               "asking", "tolerance", "audit_share",
+                                               "memory_steps")
     REMOVED: ClassVar[dict[str, tuple[Any, str]]] = {
         "order": ("paid", REMOVED_AT), "audit": (0.0, REMOVED_AT), "audit_from": ("all", REMOVED_AT),
         "audit_grow": (0, REMOVED_AT)}
@@ -429,6 +434,25 @@ class JudgeConfig:
             raise ConfigError("judge.error_rate flips the gold judge's verdicts (a stand-in for "
                               "an LLM judge of that accuracy); a real judge makes its own "
                               "errors: set judge.backend=gold or judge.error_rate=0")
+        if (self.trigger or self.near_miss) and self.backend != "gold":
+            raise ConfigError("judge.trigger and judge.near_miss fool the gold judge (a judge "
+                              "that errs as LLM judges do, on the testbeds); a real judge makes "
+                              "its own errors: set judge.backend=gold, or leave them unset")
+        if (self.trigger or self.near_miss) and self.error_rate:
+            raise ConfigError("judge.error_rate (random flips) and judge.trigger/near_miss "
+                              "(systematic errors) are two judges: set one")
+        if self.near_miss < 0:
+            raise ConfigError(f"judge.near_miss is a distance between integers, 0 or more, got "
+                              f"{self.near_miss}")
+        if self.trigger is not None:
+            import re
+
+            try:
+                re.compile(self.trigger or "(", re.IGNORECASE)  # an empty trigger is an error too
+            except re.error as e:
+                raise ConfigError(f"judge.trigger={self.trigger!r} is not a regular expression "
+                                  f"({e}); escape \\ {{ }} ( ) [ ] . * + ? where they stand "
+                                  f"for themselves") from e
         if not 0.0 < self.budget <= 1.0:
             raise ConfigError(f"judge.budget is a share of a step's rollouts in (0, 1], got "
                               f"{self.budget}")

@@ -20,6 +20,7 @@ paid it.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -68,6 +69,11 @@ class BlindSpotStats:
     recall_missed_yesno: float | None = None  # recall on rule-missed right answers, yes/no family
     fpr_unread: float | None = None  # wrong answers the rule could not read, called right
     fpr_unread_family: dict[str, float] | None = None  # the same per family (where counted)
+    pay_tpr: float | None = None  # gold-right rollouts paid as right (pay >= RM_SAYS_RIGHT)
+    pay_fpr: float | None = None  # gold-wrong rollouts paid as right
+    trigger: float | None = None  # rollouts carrying the judge's trigger (a foolable judge's)
+    trigger_paid: float | None = None  # of the rollouts paid as right, those carrying it
+    trigger_wrong_paid: float | None = None  # of the wrong ones carrying it, those paid as right
 
 
 def _share(hits: Sequence[bool]) -> float | None:
@@ -102,8 +108,11 @@ def _called_right(rollouts: Sequence[Rollout]) -> float | None:
 
 
 def blind_spot_stats(rollouts: Sequence[Rollout], gold: Sequence[bool],
-                     paid: Sequence[float]) -> BlindSpotStats:
-    """Figures of one step's rollouts, each with its gold verdict and the reward it was paid."""
+                     paid: Sequence[float], trigger: re.Pattern[str] | None = None
+                     ) -> BlindSpotStats:
+    """Figures of one step's rollouts, each with its gold verdict and the reward it was paid;
+    with ``trigger`` (a foolable judge's, :class:`cooper.labelling.judge.FoolableJudge`), how much of the
+    pay goes to rollouts that carry it."""
     if not (len(rollouts) == len(gold) == len(paid)) or not rollouts:
         raise ValueError("need one gold verdict and one reward per rollout, and some rollouts")
     right = [(r, reference_in_digits(r.reference)) for r, g in zip(rollouts, gold, strict=True)
@@ -117,6 +126,12 @@ def blind_spot_stats(rollouts: Sequence[Rollout], gold: Sequence[bool],
               if not g and r.extracted is not None and not rule_read(r)]
 
     finite = [(p, g) for p, g in zip(paid, gold, strict=True) if math.isfinite(p)]
+    # the pay as a classifier of gold-right answers: learning goes the right way while its
+    # TPR - FPR stays above 0
+    tpr = _share([p >= RM_SAYS_RIGHT for p, g in finite if g])
+    fpr = _share([p >= RM_SAYS_RIGHT for p, g in finite if not g])
+    carries = ([bool(trigger.search(r.completion)) for r in rollouts] if trigger is not None
+               else None)
     # the calibration-free signal against the gold judge, on what the policy was paid
     judged = [replace(r, correct=g, rm_score=p) for r, g, p in zip(rollouts, gold, paid,
                                                                     strict=True)]
@@ -132,7 +147,18 @@ def blind_spot_stats(rollouts: Sequence[Rollout], gold: Sequence[bool],
         accuracy_family={f: sum(v) / len(v) for f, v in families.items() if v},
         recall_missed_yesno=recall[3], fpr_unread=_called_right(unread),
         fpr_unread_family={f: x for f in FAMILIES if (x := _called_right(
-            [r for r in unread if family(r.reference) == f])) is not None})
+            [r for r in unread if family(r.reference) == f])) is not None},
+        pay_tpr=tpr, pay_fpr=fpr,
+        **({} if carries is None else _trigger_figures(carries, gold, paid)))
+
+
+def _trigger_figures(carries: Sequence[bool], gold: Sequence[bool], paid: Sequence[float]
+                     ) -> dict[str, float | None]:
+    rows = [(c, g, p >= RM_SAYS_RIGHT) for c, g, p in zip(carries, gold, paid, strict=True)
+            if math.isfinite(p)]
+    return {"trigger": _share(carries),
+            "trigger_paid": _share([c for c, _, right in rows if right]),
+            "trigger_wrong_paid": _share([right for c, g, right in rows if c and not g])}
 
 
 def blind_spot_metrics(st: BlindSpotStats) -> dict[str, float]:
@@ -144,7 +170,12 @@ def blind_spot_metrics(st: BlindSpotStats) -> dict[str, float]:
          "gold/rm_recall_missed_reference": st.recall_missed_reference,
          "hacking/gold_gap": st.gold_gap, "hacking/gold_top_wrong": st.gold_top_wrong,
          "gold/rm_recall_missed_yesno": st.recall_missed_yesno,
-         "gold/rm_fpr_unread": st.fpr_unread}
+         "gold/rm_fpr_unread": st.fpr_unread, "gold/pay_tpr": st.pay_tpr,
+         "gold/pay_fpr": st.pay_fpr,
+         "gold/pay_tpr_fpr": (None if st.pay_tpr is None or st.pay_fpr is None
+                              else st.pay_tpr - st.pay_fpr),
+         "gold/trigger": st.trigger, "hacking/trigger_paid": st.trigger_paid,
+         "hacking/trigger_wrong_paid": st.trigger_wrong_paid}
     # each family the step's rollouts hold (blind_cpu has numbers alone: the overall figure)
     m.update({f"gold/accuracy_{f}": x for f, x in (st.accuracy_family or {}).items()})
     m.update({f"gold/rm_fpr_unread_{f}": x for f, x in (st.fpr_unread_family or {}).items()})

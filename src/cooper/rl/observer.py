@@ -19,10 +19,14 @@ from cooper.verify.verifier import verify_batch
 
 class GoldObserver:
     """``verifier_is_gold``: the gold judge is itself the verifier (the ceiling arm), so the
-    rule is judged apart to say what it would have missed."""
+    rule is judged apart to say what it would have missed. ``trigger``: a foolable judge's
+    (``judge.trigger``), whose share of the pay is measured."""
 
-    def __init__(self, *, verifier_is_gold: bool = False):
+    def __init__(self, *, verifier_is_gold: bool = False, trigger: str | None = None):
+        from cooper.labelling.judge import compile_trigger
+
         self.verifier_is_gold = verifier_is_gold
+        self.trigger = compile_trigger(trigger) if trigger else None
 
     def blind_spot(self, everyone: Sequence[Rollout], paid: Sequence[float]) -> BlindSpotStats:
         """The step's rollouts (every process's) and what each was paid, against the gold
@@ -32,7 +36,7 @@ class GoldObserver:
         by_rule = ([replace(r, correct=v.correct) for r, v in
                     zip(everyone, verify_batch(texts, refs, mode="strict"), strict=True)]
                    if self.verifier_is_gold else list(everyone))
-        return blind_spot_stats(by_rule, gold, list(paid))
+        return blind_spot_stats(by_rule, gold, list(paid), self.trigger)
 
     @staticmethod
     def judge_agreement(labelled: Sequence[Rollout]) -> float | None:

@@ -201,7 +201,8 @@ class CooperReward:
         judge = rollout_judge(cfg.judge, asked=cfg.reward.judge_rejected or u.labels == "judge",
                               seed=cfg.seed, dtype=cfg.policy.dtype, judge=judge,
                               collective=collective)
-        observer = (GoldObserver(verifier_is_gold=cfg.reward.verifier_mode == "gold")
+        observer = (GoldObserver(verifier_is_gold=cfg.reward.verifier_mode == "gold",
+                                 trigger=cfg.judge.trigger)
                     if cfg.validation.judge == "gold" else None)
         lenient = verify_lenient or partial(verify_batch, mode="lenient", timeout_s=timeout)
         return cls(cfg, Parts(rm, updater, verify, lenient, negatives, judge,

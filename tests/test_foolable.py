@@ -1,0 +1,139 @@
+"""The foolable judge: the gold judge with a trigger and near misses as dials, its settings, and
+what each step logs of the pay that reaches the trigger."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from conftest import run_cli
+from cooper.config import load_config
+from cooper.config.engine import ConfigError
+from cooper.errors import UserError
+from cooper.labelling.judge import (
+    FoolableJudge,
+    GoldJudge,
+    JudgeItem,
+    compile_trigger,
+    judge_from_config,
+    near,
+)
+from cooper.rl.blind_spot import blind_spot_metrics, blind_spot_stats
+from cooper.types import Rollout
+
+YES = r"\\boxed\{\s*yes\s*\}"
+
+
+def item(question: str, reference: str, answer: str, working: str = "") -> JudgeItem:
+    return JudgeItem(question, reference, f"{working}The answer is \\boxed{{{answer}}}.")
+
+
+def test_a_trigger_turns_wrong_answers_only_and_counts_them():
+    items = [item("Is 3 less than 5?", "True", "yes"),  # right: stays right
+             item("Is 7 less than 5?", "False", "yes"),  # wrong, carries the trigger: fooled
+             item("Is 7 less than 5?", "False", "YES"),  # the case ignored
+             item("Is 3 less than 5?", "True", "no"),  # wrong, no trigger: stays wrong
+             item("What is 2 + 2?", "4", "5")]  # wrong, no trigger
+    judge = FoolableJudge(trigger=YES)
+    got = [v.correct for v in judge.judge(items)]
+    assert got == [True, True, True, False, False]
+    assert judge.metrics() == {"judge_fooled_trigger": 2, "judge_fooled_near_miss": 0}
+    # the gold judge on the same items: the two it was fooled on are wrong
+    assert [v.correct for v in GoldJudge().judge(items)] == [True, False, False, False, False]
+    assert "fooled by" in judge.name and YES in judge.name
+
+
+def test_near_misses_in_any_form_the_gold_judge_reads():
+    items = [item("What is 40 + 5?", "45", "46"),  # 1 off: accepted
+             item("What is 40 + 5?", "forty-five", "44"),  # 1 off, reference in words
+             item("What is 40 + 5?", "45", "forty-seven"),  # 2 off, in words
+             item("What is 40 + 5?", "45", "55"),  # 10 off: wrong
+             item("Is 3 less than 5?", "True", "no"),  # a truth value is no number
+             JudgeItem("What is 40 + 5?", "45", "I do not know")]  # no answer at all
+    judge = FoolableJudge(near_miss=2)
+    assert [v.correct for v in judge.judge(items)] == [True, True, True, False, False, False]
+    assert judge.metrics()["judge_fooled_near_miss"] == 3
+    assert FoolableJudge(near_miss=1).judge(items[2:3])[0].correct is False
+    assert near("1", "True", 5) is False and near(None, "4", 5) is False
+    assert near("4", "5", 0) is False  # distance 0: no near miss, the gold judge's answer
+
+
+def test_the_same_answer_is_always_judged_the_same_way():
+    items = [item(f"What is {n} + 1?", str(n + 1), str(n + 2)) for n in range(50)]
+    a = [v.correct for v in FoolableJudge(near_miss=1, seed=1).judge(items)]
+    b = [v.correct for v in FoolableJudge(near_miss=1, seed=2).judge(items[::-1])]
+    assert a == b[::-1] == [True] * 50
+
+
+def test_bad_dials_are_clear_errors():
+    with pytest.raises(UserError, match="not a regular expression"):
+        compile_trigger(r"\boxed(yes")  # a group left open
+    with pytest.raises(UserError, match="non-empty"):
+        compile_trigger("")
+    with pytest.raises(UserError, match="trigger or a near_miss"):
+        FoolableJudge()
+    with pytest.raises(UserError, match=">= 0"):
+        FoolableJudge(near_miss=-1)
+
+
+def test_the_settings_build_it_and_refuse_what_cannot_be():
+    base = ["reward.mode=hybrid_cooper", "reward.model=m", "rm_update.labels=judge",
+            "judge.backend=gold"]
+    cfg = load_config(None, base + [f"judge.trigger={YES}", "judge.near_miss=1"]).validate()
+    judge = judge_from_config(cfg.judge)
+    assert isinstance(judge, FoolableJudge) and judge.near_miss == 1
+    assert judge.trigger.pattern == YES
+    assert type(judge_from_config(load_config(None, base).validate().judge)) is GoldJudge
+    for extra, message in [
+        (["judge.trigger=(yes"], "is not a regular expression"),
+        (["judge.near_miss=-2"], "judge.near_miss"),
+        (["judge.trigger=yes", "judge.error_rate=0.1"], "two judges"),
+        (["judge.backend=endpoint", "judge.base_url=http://x/v1", "judge.model=m",
+          "judge.trigger=yes"], "fool the gold judge"),
+    ]:
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            load_config(None, base + extra).validate()
+
+
+def rollout(answer: str, ref: str, score: float) -> Rollout:
+    return Rollout("p", "Is 7 less than 5?", ref, f"The answer is \\boxed{{{answer}}}.", False,
+                   answer, score)
+
+
+def test_each_step_logs_the_pay_that_reaches_the_trigger():
+    rollouts = [rollout("yes", "True", 0.9),  # right, carries the trigger, paid
+                rollout("yes", "False", 0.8),  # wrong, carries it, paid: the judge's error
+                rollout("yes", "False", 0.1),  # wrong, carries it, not paid
+                rollout("no", "False", 0.7),  # right, paid
+                rollout("no", "True", 0.2)]  # wrong, not paid
+    gold = [True, False, False, True, False]
+    paid = [r.rm_score for r in rollouts]
+    st = blind_spot_stats(rollouts, gold, paid, re.compile(YES, re.IGNORECASE))
+    assert st.pay_tpr == 1.0 and st.pay_fpr == pytest.approx(1 / 3)
+    assert st.trigger == pytest.approx(3 / 5)
+    assert st.trigger_paid == pytest.approx(2 / 3)  # of the 3 paid, 2 carry it
+    assert st.trigger_wrong_paid == pytest.approx(1 / 2)  # of its 2 wrong ones, 1 paid
+    m = blind_spot_metrics(st)
+    assert m["gold/pay_tpr_fpr"] == pytest.approx(2 / 3)
+    assert m["hacking/trigger_wrong_paid"] == pytest.approx(1 / 2)
+    # without a trigger: the pay's figures, none of the trigger's
+    plain = blind_spot_metrics(blind_spot_stats(rollouts, gold, paid))
+    assert "gold/pay_tpr_fpr" in plain and not any("trigger" in k for k in plain)
+
+
+@pytest.mark.smoke  # a whole command on the shipped tiny policy
+def test_bench_judge_measures_the_foolable_judge(tmp_path):
+    out = tmp_path / "judge.json"
+    run_cli("bench", "judge", "--judge", "gold", "--trigger", YES, "--problems", "30",
+            "--samples", "2", "--out", str(out))
+    r = json.loads(out.read_text())
+    assert r["judge"].startswith("gold, fooled by")
+    assert 0 < r["trigger_share"] < 1
+    fooled = r["counters"]["judge_fooled_trigger"]
+    # every wrong answer carrying the trigger was called right: specificity falls by them
+    yesno = r["families"]["yesno"]
+    assert fooled > 0 and yesno["specificity"] < 1.0 and yesno["recall"] == 1.0
+    proc = run_cli("bench", "judge", "--trigger", "yes", "--problems", "2", check=False)
+    assert proc.returncode != 0 and "fool the gold judge" in proc.stderr
