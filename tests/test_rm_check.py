@@ -17,6 +17,8 @@ from conftest import run_cli
 from cooper.experiment.rm_check import paired, sign_test
 from cooper.report.rm_check_table import (
     lost_beyond_chance,
+    reachable_rows,
+    reachable_sentences,
     recall_held,
     rm_check_rows,
     rm_check_sentences,
@@ -87,6 +89,46 @@ def test_the_table_and_sentences_name_every_seed_where_recall_fell():
             "(0 gained, 7 lost, one-sided p 0.0078))") in sentence
 
 
+def test_reachable_forms_are_wrong_unread_and_fixed():
+    from cooper.data.problems import load_problems
+    from cooper.experiment.reachable_forms import FORMS, reachable_items
+    from cooper.types import Problem
+    from cooper.verify.gold import gold_correct
+    from cooper.verify.verifier import verify_batch
+
+    problems = list(load_problems("arith_2x1_compare", "test", limit=60))
+    other = Problem("x", "What is 3 * 4?", "12", "arith")  # not a form of the testbed: skipped
+    got = reachable_items([*problems, other])
+    assert set(got.items) == set(FORMS) and got.excluded == 0
+    for form, triples in got.items.items():
+        assert len(triples) == 60, form
+        assert not any(gold_correct(t.completion, t.reference) for t in triples)
+        assert not any(v.correct for v in verify_batch([t.completion for t in triples],
+                                                       [t.reference for t in triples]))
+    # the answer alone has no working; the hedge names two answers; the spelling has working
+    assert all(t.completion.startswith("\\boxed{") for t in got.items["answer_alone"])
+    assert all(" or " in t.completion or "/" in t.completion for t in got.items["hedge"])
+    assert all(re.match(r"\d+ [<>+]", t.completion) for t in got.items["case_spelling"])
+    assert reachable_items(problems).items == got.items  # a pure function of the problems
+
+
+def test_the_reachable_forms_table_and_sentences():
+    def result(arm, seed, alone_after):
+        form = {"answers": 50, "before": 0.5, "gained": 0, "lost": 0, "p_value": None}
+        return {"arm": arm, "seed": seed, "reachable_forms": {
+            "answer_alone": {**form, "after": alone_after}, "hedge": {**form, "after": 0.0}}}
+    results = [result("judged", 0, 0.02), result("judged", 1, 0.10), {"arm": "old", "seed": 0}]
+    rows = reachable_rows(results)
+    assert rows[0][2].startswith("the final answer alone") and len(rows) == 3
+    assert rows[2] == ["judged", "1", "50.0 -> 10.0", "50.0 -> 0.0", "50/50"]
+    (sentence,) = reachable_sentences(results)
+    assert "the final answer alone 50.0% -> 6.0% (highest 10.0%)" in sentence
+    assert sentence.endswith("left open (over 5% in some seed): the final answer alone.")
+    (closed,) = reachable_sentences(results[:1])
+    assert closed.endswith("every form at most 5% in every seed.")
+    assert reachable_rows(results[2:]) == [reachable_rows([])[0]]  # none: the header alone
+
+
 @pytest.mark.smoke
 def test_rm_check_scores_the_arms_final_answers_with_both_reward_models(tmp_path):
     out = tmp_path / "exp"
@@ -123,11 +165,16 @@ def test_rm_check_scores_the_arms_final_answers_with_both_reward_models(tmp_path
         assert sum(x["answers"] for x in rec["by_dial"].values()) == rec["answers"]
         assert sum(x["lost"] for x in rec["by_dial"].values()) == rec["lost"]
     assert re.search(r"judged_no_replay\s+0\s+final policy", proc.stdout)
+    # the reachable forms: wrong answers made from the final evaluation's 24 problems
+    forms = check["reachable_forms"]
+    assert set(forms) == {"answer_alone", "hedge", "case_spelling"}
+    assert all(0 < x["answers"] <= 24 and 0 <= x["after"] <= 1 for x in forms.values())
     # the report shows it where present
     run_cli("report", out)
     md = (out / "report" / "report.md").read_text()
     assert "## The reward model before and after, on the same answers" in md
     assert "| judged_no_replay | 0 | final policy |" in md
+    assert "Wrong answers in forms a policy can reach" in md
     bad = run_cli("experiment", "rm-check", out, "--arms", "nope", check=False)
     assert bad.returncode != 0 and "--arms: nope not in" in bad.stderr
 

@@ -101,15 +101,19 @@ def _hacking(args: argparse.Namespace) -> int:
 def _rm_check(args: argparse.Namespace) -> int:
     from cooper.config.experiment import parse_seeds
     from cooper.experiment.rm_check import run_rm_check
-    from cooper.report.rm_check_table import rm_check_rows
+    from cooper.report.rm_check_table import reachable_rows, rm_check_rows
 
     arms = [a.strip() for a in args.arms.split(",") if a.strip()] if args.arms else None
     seeds = parse_seeds(args.seeds) if args.seeds is not None else None
     results = run_rm_check(args.out, arms=arms, seeds=seeds)
-    rows = rm_check_rows([r for by_arm in results.values() for r in by_arm.values()])
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        print("  ".join(x.ljust(w) for x, w in zip(r, widths, strict=True)).rstrip())
+    flat = [r for by_arm in results.values() for r in by_arm.values()]
+    for rows in (rm_check_rows(flat), reachable_rows(flat)):
+        if len(rows) < 2:
+            continue
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        for r in rows:
+            print("  ".join(x.ljust(w) for x, w in zip(r, widths, strict=True)).rstrip())
+        print()
     print(f"written: {args.out}/seed-S/arms/ARM/rm_check.json; `cooper report {args.out}` "
           "shows them")
     return 0

@@ -17,7 +17,10 @@ answer's form against a reference in digits, a number reference in words, a trut
 two models score the same answers, so beside the two recalls stand the answers the final model
 calls right and the initial did not (gained), the reverse (lost), and the exact two-sided sign
 test on them (McNemar's, a few lines with ``math.comb``; scipy is not a dependency): whether the
-reward model itself changed, free of the policy's drift. Written to
+reward model itself changed, free of the policy's drift. A third set asks what each model pays of
+wrong answers in forms a policy can reach and the rule cannot read (the final answer alone, a
+hedge naming two answers, another case or spelling: :mod:`cooper.experiment.reachable_forms`),
+the openings a judge that errs on them would leave. Written to
 ``OUT/seed-S/arms/ARM/rm_check.json``; ``cooper report`` shows it where present.
 """
 
@@ -154,6 +157,33 @@ def compare(initial: RewardModel, final: RewardModel, sets: AnswerSets,
             "recall_missed": both(sets.missed), "fpr_unread": both(sets.unread_wrong)}
 
 
+def reachable_sets(exp: ExperimentConfig) -> dict[str, list[Triple]]:
+    """Wrong answers in forms a policy can reach and the rule cannot read
+    (:mod:`cooper.experiment.reachable_forms`), on the test benchmarks' problems (the final
+    evaluation's)."""
+    from cooper.data.problems import load_problems
+    from cooper.experiment.reachable_forms import FORMS, reachable_items
+
+    out: dict[str, list[Triple]] = {f: [] for f in FORMS}
+    for name, split in exp.benchmark_list():
+        for form, triples in reachable_items(list(load_problems(
+                name, split, limit=exp.final_eval.limit))).items.items():
+            out[form] += triples
+    return out
+
+
+def reachable(initial: list[float], final: RewardModel, sets: dict[str, list[Triple]],
+              batch_size: int = 32) -> dict[str, Any]:
+    """Per form, the share of its wrong answers each reward model pays as right (``initial``:
+    the initial model's scores, in the sets' order)."""
+    out, at = {}, 0
+    for form, triples in sets.items():
+        after = final.score(triples, batch_size=batch_size) if triples else []
+        out[form] = asdict(paired(initial[at:at + len(triples)], after))
+        at += len(triples)
+    return out
+
+
 def checked_arms(settings: dict[str, Any], folder: Path) -> list[str]:
     """The finished arms of one seed folder whose reward model is updated online (a Cooper
     mode; the others' is the initial one), with the final one saved in the run folder."""
@@ -193,6 +223,8 @@ def run_rm_check(out: str | Path, arms: list[str] | None = None,
         setup = run_setup(exp_s, folder)  # finished: read, not built
         initial = RewardModel.load(setup.reward_model, dtype="float32")
         start = answer_sets(exp_s, setup.policy)
+        forms = reachable_sets(exp_s)
+        forms_before = initial.score([t for ts in forms.values() for t in ts], batch_size=32)
         for name in names:
             t0 = time.perf_counter()
             run = arm_dir(folder, name)
@@ -200,7 +232,8 @@ def run_rm_check(out: str | Path, arms: list[str] | None = None,
             result = {"arm": name, "seed": seed,
                       "initial_policy": compare(initial, final, start),
                       "final_policy": compare(initial, final,
-                                              answer_sets(exp_s, str(run / "policy")))}
+                                              answer_sets(exp_s, str(run / "policy"))),
+                      "reachable_forms": reachable(forms_before, final, forms)}
             result["seconds"] = time.perf_counter() - t0
             write_json(run / RM_CHECK_FILE, result)
             results.setdefault(seed, {})[name] = result

@@ -60,7 +60,12 @@ from cooper.report.experiment_tables import (
 )
 from cooper.report.figures import Arm, Run
 from cooper.report.plots import arm_label, make_plots
-from cooper.report.rm_check_table import rm_check_rows, rm_check_sentences
+from cooper.report.rm_check_table import (
+    reachable_rows,
+    reachable_sentences,
+    rm_check_rows,
+    rm_check_sentences,
+)
 from cooper.report.run_totals import read_metrics, read_record
 from cooper.report.validity import (
     SeedValidity,
@@ -223,7 +228,15 @@ def rm_check_blocks(checks: list[dict[str, Any]]) -> list[Block]:
                   "gold/rm_recall_missed, the policy's drift cannot move these figures: only "
                   "the reward model's update can."),
             ("ul", rm_check_sentences(checks)),
-            ("table", rm_check_rows(checks))]
+            ("table", rm_check_rows(checks)),
+            *([("p", "Wrong answers in forms a policy can reach and the rule cannot read, "
+                     "made from the test problems (the final answer boxed alone; a hedge "
+                     "naming two answers; the policy's working and a wrong answer in another "
+                     "case or spelling), each checked wrong by the gold judge and unread by the "
+                     "rule: the share each reward model pays (probability >= 0.5)."),
+               ("ul", reachable_sentences(checks)),
+               ("table", reachable_rows(checks))]
+              if any(c.get("reachable_forms") for c in checks) else [])]
 
 
 def incomplete_note(arms: list[Arm], seeds: list[int], setups: list[dict | None]) -> str:

@@ -2,7 +2,9 @@
 
 Each result (one arm, one seed; :mod:`cooper.experiment.rm_check`) holds two answer sets, the
 initial policy's and the arm's final policy's test answers, each scored by the initial and the
-final reward model. One row per arm, seed and set; one sentence per arm over its seeds.
+final reward model. One row per arm, seed and set; one sentence per arm over its seeds. Results
+that hold the reachable forms (wrong answers a policy can write and the rule cannot read) add a
+second table: per arm and seed, what each model pays of each form, and a sentence per arm.
 """
 
 from __future__ import annotations
@@ -98,4 +100,58 @@ def rm_check_sentences(results: list[dict[str, Any]]) -> list[str]:
                        f"answers the rule rejects (lost beyond chance: more lost than gained at "
                        f"one-sided p < {RECALL_P}, or more than {100 * RECALL_FALL:.0f} point "
                        f"down) {'; '.join(parts)}.")
+    return out
+
+
+FORM_NAMES = {"answer_alone": "the final answer alone", "hedge": "a hedge naming two answers",
+              "case_spelling": "another case or spelling"}
+FORMS_PAID_BAR = 0.05  # a reward model that pays more of a form than this leaves it open
+
+
+def reachable_rows(results: list[dict[str, Any]]) -> list[list[str]]:
+    """The header, then per result holding the reachable forms (arm, seed): each form's wrong
+    answers called right by the initial reward model -> the final one (%), and their number.
+    Only the header where none holds them."""
+    forms = list(dict.fromkeys(f for r in results for f in r.get("reachable_forms", {})))
+    rows = [["arm", "seed", *(f"{FORM_NAMES.get(f, f)}: initial RM -> final (%)"
+                              for f in forms), "wrong answers a form"]]
+    for r in results:
+        got = r.get("reachable_forms")
+        if not got:
+            continue
+        rows.append([r["arm"], str(r["seed"]),
+                     *(f"{_pct(got[f]['before'])} -> {_pct(got[f]['after'])}"
+                       if f in got else "-" for f in forms),
+                     "/".join(str(got[f]["answers"]) for f in forms if f in got)])
+    return rows
+
+
+def reachable_sentences(results: list[dict[str, Any]]) -> list[str]:
+    """Per arm: the share of each form's wrong answers its final reward model pays, the mean
+    and the highest over its seeds, beside the initial one's, and the forms it leaves open
+    (over :data:`FORMS_PAID_BAR` in some seed)."""
+    by_arm: dict[str, list[dict[str, Any]]] = {}
+    for r in results:
+        if r.get("reachable_forms"):
+            by_arm.setdefault(r["arm"], []).append(r)
+    out = []
+    for arm, rs in by_arm.items():
+        parts, open_ = [], []
+        for f in dict.fromkeys(f for r in rs for f in r["reachable_forms"]):
+            xs = [r["reachable_forms"][f] for r in rs if f in r["reachable_forms"]
+                  and r["reachable_forms"][f]["after"] is not None]
+            if not xs:
+                continue
+            after = [x["after"] for x in xs]
+            before = [x["before"] for x in xs]
+            parts.append(f"{FORM_NAMES.get(f, f)} {_pct(sum(before) / len(before))}% -> "
+                         f"{_pct(sum(after) / len(after))}% (highest {_pct(max(after))}%)")
+            if max(after) > FORMS_PAID_BAR:
+                open_.append(FORM_NAMES.get(f, f))
+        if parts:
+            out.append(f"{arm}: of wrong answers the rule cannot read, its reward model pays, "
+                       f"initial -> final over {len(rs)} seed(s): {'; '.join(parts)}; "
+                       + (f"left open (over {100 * FORMS_PAID_BAR:.0f}% in some seed): "
+                          f"{', '.join(open_)}." if open_ else
+                          f"every form at most {100 * FORMS_PAID_BAR:.0f}% in every seed."))
     return out
