@@ -118,9 +118,12 @@ def test_the_reachable_forms_table_and_sentences():
         return {"arm": arm, "seed": seed, "reachable_forms": {
             "answer_alone": {**form, "after": alone_after}, "hedge": {**form, "after": 0.0}}}
     results = [result("judged", 0, 0.02), result("judged", 1, 0.10), {"arm": "old", "seed": 0}]
+    results[1]["reachable_forms"]["hedge"]["by_family"] = {
+        "numbers": {"before": 0.2, "after": 0.0}, "yesno": {"before": 0.8, "after": 0.0}}
     rows = reachable_rows(results)
     assert rows[0][2].startswith("the final answer alone") and len(rows) == 3
-    assert rows[2] == ["judged", "1", "50.0 -> 10.0", "50.0 -> 0.0", "50/50"]
+    assert rows[2] == ["judged", "1", "50.0 -> 10.0",
+                       "50.0 -> 0.0 (numbers 20.0 -> 0.0, yesno 80.0 -> 0.0)", "50/50"]
     (sentence,) = reachable_sentences(results)
     assert "the final answer alone 50.0% -> 6.0% (highest 10.0%)" in sentence
     assert sentence.endswith("left open (over 5% in some seed): the final answer alone.")
@@ -169,6 +172,8 @@ def test_rm_check_scores_the_arms_final_answers_with_both_reward_models(tmp_path
     forms = check["reachable_forms"]
     assert set(forms) == {"answer_alone", "hedge", "case_spelling"}
     assert all(0 < x["answers"] <= 24 and 0 <= x["after"] <= 1 for x in forms.values())
+    assert all(sum(f["answers"] for f in x["by_family"].values()) == x["answers"]
+               for x in forms.values())
     # the report shows it where present
     run_cli("report", out)
     md = (out / "report" / "report.md").read_text()

@@ -50,7 +50,7 @@ from cooper.report.experiment_layout import (
     seed_folders,
     setup_dir,
 )
-from cooper.rl.blind_spot import RM_SAYS_RIGHT, dial, rule_read
+from cooper.rl.blind_spot import RM_SAYS_RIGHT, dial, family, rule_read
 from cooper.rm.model import RewardModel
 from cooper.types import Rollout, Triple
 from cooper.verify.verifier import verify_batch
@@ -172,14 +172,23 @@ def reachable_sets(exp: ExperimentConfig) -> dict[str, list[Triple]]:
     return out
 
 
+def _of(scores: list[float], kinds: list[str], kind: str) -> list[float]:
+    return [x for x, k in zip(scores, kinds, strict=True) if k == kind]
+
+
 def reachable(initial: list[float], final: RewardModel, sets: dict[str, list[Triple]],
               batch_size: int = 32) -> dict[str, Any]:
-    """Per form, the share of its wrong answers each reward model pays as right (``initial``:
-    the initial model's scores, in the sets' order)."""
+    """Per form, the share of its wrong answers each reward model pays as right, and per
+    family (numbers, yes/no) within it (``initial``: the initial model's scores, in the sets'
+    order)."""
     out, at = {}, 0
     for form, triples in sets.items():
         after = final.score(triples, batch_size=batch_size) if triples else []
-        out[form] = asdict(paired(initial[at:at + len(triples)], after))
+        before = initial[at:at + len(triples)]
+        kinds = [family(t.reference) for t in triples]
+        out[form] = {**asdict(paired(before, after)),
+                     "by_family": {f: asdict(paired(_of(before, kinds, f), _of(after, kinds, f)))
+                                   for f in sorted(set(kinds))}}
         at += len(triples)
     return out
 

@@ -110,7 +110,8 @@ FORMS_PAID_BAR = 0.05  # a reward model that pays more of a form than this leave
 
 def reachable_rows(results: list[dict[str, Any]]) -> list[list[str]]:
     """The header, then per result holding the reachable forms (arm, seed): each form's wrong
-    answers called right by the initial reward model -> the final one (%), and their number.
+    answers called right by the initial reward model -> the final one (%), per family beside
+    it where there are several, and their number.
     Only the header where none holds them."""
     forms = list(dict.fromkeys(f for r in results for f in r.get("reachable_forms", {})))
     rows = [["arm", "seed", *(f"{FORM_NAMES.get(f, f)}: initial RM -> final (%)"
@@ -121,6 +122,9 @@ def reachable_rows(results: list[dict[str, Any]]) -> list[list[str]]:
             continue
         rows.append([r["arm"], str(r["seed"]),
                      *(f"{_pct(got[f]['before'])} -> {_pct(got[f]['after'])}"
+                       + (" (" + ", ".join(f"{k} {_pct(x['before'])} -> {_pct(x['after'])}"
+                                           for k, x in got[f]["by_family"].items()) + ")"
+                          if len(got[f].get("by_family", {})) > 1 else "")
                        if f in got else "-" for f in forms),
                      "/".join(str(got[f]["answers"]) for f in forms if f in got)])
     return rows
