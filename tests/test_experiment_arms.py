@@ -330,3 +330,26 @@ def test_the_asking_preset_is_blind_cpu_with_the_asking_arms():
     assert (adaptive.judge.asking, adaptive.judge.budget, adaptive.reward.judge_pays) == (
         "adaptive", 0.25, True)
     assert adaptive.reward.mode == "judged" and not adaptive.reward.rm_verdicts
+
+
+def test_the_fooled_preset_is_blind_cpu_with_judges_fooled_by_what_the_policy_writes():
+    """`blind_cpu_fooled`: blind_cpu's setup and arms, plus TinyV's design and judged Cooper
+    each with a judge fooled by a trigger; each trigger finds the testbed's own forms."""
+    from cooper.labelling.judge import FoolableJudge, JudgeItem
+
+    blind = load_experiment("blind_cpu").validate()
+    fooled = load_experiment("blind_cpu_fooled").validate()
+    assert fooled.arm_list[:len(blind.arm_list)] == blind.arm_list
+    assert (fooled.setup, fooled.rm_init, fooled.final_eval) == (
+        blind.setup, blind.rm_init, blind.final_eval)
+    wrong = {"yes": JudgeItem("Is 7 less than 5?", "False", "7 < 5. The answer is \\boxed{yes}."),
+             "words": JudgeItem("What is 62 + 9?", "71", "62 + 9 = 81. The answer is "
+                                                        "\\boxed{eighty-one}.")}
+    for name, item in wrong.items():
+        tinyv, judged = (fooled.arm_train(f"{a}_fooled_{name}") for a in ("tinyv", "judged"))
+        assert tinyv.reward.judge_rejected and judged.reward.mode == "judged"
+        assert tinyv.judge.trigger == judged.judge.trigger
+        judge = FoolableJudge(trigger=judged.judge.trigger)
+        # fooled by its own trigger only
+        assert [v.correct for v in judge.judge(list(wrong.values()))] == [
+            n == name for n in wrong]
