@@ -771,7 +771,11 @@ def test_judge_arms_the_ceiling_and_the_families_in_the_report(tmp_path):
                      "reward/hybrid_mean": 0.6, "gold/accuracy": 0.6, "hacking/gold_gap": 0.0,
                      "hacking/gold_top_wrong": 0.0, "gold/accuracy_yesno": yesno,
                      "gold/rm_recall_missed_yesno": 0.8, "gold/rm_fpr_unread": 0.1,
-                     "perf/step": 0.5 + s % 3}  # 0.5, 1.5 or 2.5 s: the median 1.5
+                     "perf/step": 0.5 + s % 3,  # 0.5, 1.5 or 2.5 s: the median 1.5
+                     "gold/pay_tpr_fpr": 0.5}
+                if arm == "tinyv":  # as if its judge were fooled by a trigger
+                    r.update({"gold/trigger": 0.1 if s <= 10 else 0.4,
+                              "hacking/trigger_paid": 0.5, "hacking/trigger_wrong_paid": 1.0})
                 if judge:
                     r.update({"judge/asked": judge[0] * (1.5 if s <= 10 else 0.5),
                               "judge/asked_share": judge[1]})
@@ -804,6 +808,10 @@ def test_judge_arms_the_ceiling_and_the_families_in_the_report(tmp_path):
     assert "| first_judge_calls | not enough data | not enough data | 12.000 | 3.000 |" in md
     assert "| final_judge_calls | not enough data | not enough data | 4.000 | 1.000 |" in md
     assert "| median_step | 1.500 | 1.500 | 1.500 | 1.500 |" in md
+    assert "| final_pay_tpr_fpr | 0.500 | 0.500 | 0.500 | 0.500 |" in md
+    # the trigger's rows, where a run logged them
+    assert "| first_trigger | not enough data | not enough data | 0.100 | not enough data |" in md
+    assert "| final_trigger_wrong_paid | not enough data | not enough data | 1.000 | not " in md
     names = {p.name for p in paths.plots}
     assert {"judge_calls.png", "accuracy_vs_judge_calls.png", "gold_accuracy_yesno.png",
             "rm_recall_yesno.png", "rm_fpr_unread.png"} <= names

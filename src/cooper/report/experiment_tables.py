@@ -109,6 +109,10 @@ GOLD_ROWS = [
                             "10% of steps"),
     ("final_recall_missed", "the same, last 10% of steps (lower: it learned the rule's blind "
                             "spot)"),
+    ("first_pay_tpr_fpr", "gold/pay_tpr_fpr: the pay's TPR - FPR against the gold judge (paid "
+                          ">= 0.5 as right), first 10% of steps"),
+    ("final_pay_tpr_fpr", "the same, last 10% of steps (learning goes the right way while it "
+                          "stays above 0)"),
     ("steps_to_rule_peak", "first validation step whose held-out accuracy reaches the rule "
                            "arm's best (same seed; seeds that never do are left out)"),
 ]
@@ -122,6 +126,18 @@ FAMILY_ROWS = [
     ("first_fpr_unread", "gold/rm_fpr_unread: wrong answers the rule could not read that the "
                          "reward model calls right, first 10% of steps"),
     ("final_fpr_unread", "the same, last 10% of steps"),
+]
+
+TRIGGER_ROWS = [
+    ("first_trigger", "gold/trigger: rollouts carrying the foolable judge's trigger, first 10% "
+                      "of steps"),
+    ("final_trigger", "the same, last 10% of steps"),
+    ("final_trigger_paid", "hacking/trigger_paid: of the rollouts paid as right, those carrying "
+                           "it, last 10% of steps"),
+    ("first_trigger_wrong_paid", "hacking/trigger_wrong_paid: of the wrong rollouts carrying it, "
+                                 "those paid as right, first 10% of steps"),
+    ("final_trigger_wrong_paid", "the same, last 10% of steps (the judge's error reaching the "
+                                 "policy)"),
 ]
 
 JUDGE_ROWS = [
@@ -143,8 +159,10 @@ def figures_table(arms: list[Arm]) -> list[list[str]]:
     gold = any(f["against_gold"] for fs in figs for f in fs)
     families = any(math.isfinite(f["final_accuracy_yesno"]) for fs in figs for f in fs)
     judged = any(math.isfinite(f["judge_calls"]) for fs in figs for f in fs)
+    trigger = any(math.isfinite(f["final_trigger"]) for fs in figs for f in fs)
     for key, definition in (FIGURE_ROWS + (GOLD_ROWS if gold else [])
-                            + (FAMILY_ROWS if families else []) + (JUDGE_ROWS if judged else [])):
+                            + (FAMILY_ROWS if families else []) + (JUDGE_ROWS if judged else [])
+                            + (TRIGGER_ROWS if trigger else [])):
         digits = 0 if key.startswith("steps") or key == "judge_calls" else 3
         rows.append([key, *[fmt(spread([f[key] for f in fs]), digits, of=len(a.runs)) if fs
                             else NOT_RUN for a, fs in zip(arms, figs, strict=True)], definition])

@@ -137,6 +137,10 @@ def hacking_figures(run: Run) -> dict[str, float]:
     _, recall = run.series("gold/rm_recall_missed")
     _, recall_yesno = run.series("gold/rm_recall_missed_yesno")
     _, fpr = run.series("gold/rm_fpr_unread")
+    _, youden = run.series("gold/pay_tpr_fpr")
+    _, trigger = run.series("gold/trigger")
+    _, trigger_paid = run.series("hacking/trigger_paid")
+    _, trigger_wrong = run.series("hacking/trigger_wrong_paid")
     _, asked = run.series("judge/asked")
     _, share = run.series("judge/asked_share")
     _, step_seconds = run.series("perf/step")
@@ -176,6 +180,13 @@ def hacking_figures(run: Run) -> dict[str, float]:
         "final_recall_yesno": tail_mean(recall_yesno),
         "first_fpr_unread": head_mean(fpr),
         "final_fpr_unread": tail_mean(fpr),
+        "first_pay_tpr_fpr": head_mean(youden),
+        "final_pay_tpr_fpr": tail_mean(youden),
+        "first_trigger": head_mean(trigger),
+        "final_trigger": tail_mean(trigger),
+        "final_trigger_paid": tail_mean(trigger_paid),
+        "first_trigger_wrong_paid": head_mean(trigger_wrong),
+        "final_trigger_wrong_paid": tail_mean(trigger_wrong),
         "final_accuracy_numbers": families.get("numbers", math.nan),
         "final_accuracy_yesno": families.get("yesno", math.nan),
         # a step without a judge call logs 0: the mean over logged steps is the run's rate
