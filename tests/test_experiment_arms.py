@@ -345,7 +345,7 @@ def test_the_fooled_preset_is_blind_cpu_with_judges_fooled_by_what_the_policy_wr
     wrong = {"yes": JudgeItem("Is 7 less than 5?", "False", "7 < 5. The answer is \\boxed{yes}."),
              "words": JudgeItem("What is 62 + 9?", "71", "62 + 9 = 81. The answer is "
                                                         "\\boxed{eighty-one}.")}
-    for name, item in wrong.items():
+    for name in wrong:
         tinyv, judged = (fooled.arm_train(f"{a}_fooled_{name}") for a in ("tinyv", "judged"))
         assert tinyv.reward.judge_rejected and judged.reward.mode == "judged"
         assert tinyv.judge.trigger == judged.judge.trigger
