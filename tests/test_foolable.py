@@ -137,3 +137,42 @@ def test_bench_judge_measures_the_foolable_judge(tmp_path):
     assert fooled > 0 and yesno["specificity"] < 1.0 and yesno["recall"] == 1.0
     proc = run_cli("bench", "judge", "--trigger", "yes", "--problems", "2", check=False)
     assert proc.returncode != 0 and "fool the gold judge" in proc.stderr
+
+
+# ------------------------------------------------------------------ a learned verifier
+
+def test_a_learned_verifier_judges_by_its_probability(tmp_path):
+    from cooper.experiment.testbed import tiny_arith_models
+    from cooper.labelling.judge import VERIFIER_YES, VerifierJudge
+    from cooper.rm.model import RewardModel
+    from cooper.types import Triple
+
+    folder = str(tiny_arith_models() / "reward")  # a tiny reward model trained on sums
+    items = [item(f"What is {a} + {b}?", str(a + b), str(a + b + d))
+             for a, b, d in ((12, 3, 0), (40, 7, 0), (12, 3, 10), (40, 7, 1), (5, 5, 0))]
+    judge = VerifierJudge.load(folder)
+    got = judge.judge(items)
+    probs = RewardModel.load(folder).score([Triple(i.question, i.reference, i.solution)
+                                            for i in items])
+    assert [v.p_yes for v in got] == pytest.approx(probs)
+    assert [v.correct for v in got] == [p >= VERIFIER_YES for p in probs]
+    assert judge.judge([]) == [] and judge.mode == "verifier" and folder in judge.name
+    base = ["reward.mode=hybrid_cooper", "reward.model=m", "rm_update.labels=judge"]
+    cfg = load_config(None, base + ["judge.backend=verifier", f"judge.model={folder}"]).validate()
+    assert isinstance(judge_from_config(cfg.judge), VerifierJudge)
+    with pytest.raises(ConfigError, match="judge.model=DIR"):
+        load_config(None, base + ["judge.backend=verifier"]).validate()
+    with pytest.raises(UserError, match="cooper rm train"):
+        VerifierJudge.load(str(tmp_path))
+
+
+@pytest.mark.smoke
+def test_bench_judge_measures_a_learned_verifier(tmp_path):
+    from cooper.experiment.testbed import tiny_arith_models
+
+    out = tmp_path / "judge.json"
+    run_cli("bench", "judge", "--judge", f"verifier:{tiny_arith_models() / 'reward'}",
+            "--problems", "20", "--samples", "2", "--out", str(out))
+    r = json.loads(out.read_text())
+    assert r["mode"] == "verifier" and r["no_verdict"] == 0
+    assert 0.0 <= r["p_yes_auroc"] <= 1.0  # its probability is a score the AUROC reads

@@ -10,7 +10,7 @@ specificity on the wrong ones (what keeps a policy from exploiting it), per fami
 yes/no), the calls that gave no verdict, seconds per call, and in ``choice`` mode the AUROC of
 its P(YES) against the gold judge (is there a signal that another threshold would find?). The judge is a model spec as
 ``cooper data label --judge`` takes it (the embedded model in ``choice`` mode by default; an
-``api:MODEL@URL`` endpoint), or ``gold`` with ``--error-rate`` (the experiment's stand-in) or
+``api:MODEL@URL`` endpoint, ``verifier:DIR``: a learned verifier), or ``gold`` with ``--error-rate`` (the experiment's stand-in) or
 with ``--trigger``/``--near-miss`` (the foolable judge: systematic errors).
 """
 
@@ -26,7 +26,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--judge", default=DEFAULT_MODEL,
                    help="the judge: a local model (the embedded default, a folder, a Hub id), "
-                        "api:MODEL@URL, or 'gold' (default: %(default)s)")
+                        "api:MODEL@URL, verifier:DIR (a learned verifier: a reward model "
+                        "trained by `cooper rm train`), or 'gold' (default: %(default)s)")
     p.add_argument("--judge-mode", default="choice", choices=("choice", "generate"),
                    help="choice: a local model's probabilities of YES and NO (one forward "
                         "pass); generate: it writes a reply ending in VERDICT: YES/NO "
@@ -68,7 +69,7 @@ def _policy_dir(name: str) -> str:
 
 def _judge(args: argparse.Namespace):
     from cooper.labelling.backends import LocalOptions, open_generator, parse_spec
-    from cooper.labelling.judge import GoldJudge, make_judge
+    from cooper.labelling.judge import GoldJudge, VerifierJudge, make_judge
 
     if args.judge == "gold" and (args.trigger or args.near_miss):
         from cooper.labelling.judge import FoolableJudge
@@ -76,6 +77,9 @@ def _judge(args: argparse.Namespace):
         return FoolableJudge(trigger=args.trigger, near_miss=args.near_miss, seed=args.seed)
     if args.judge == "gold":
         return GoldJudge(error_rate=args.error_rate, seed=args.seed)
+    if args.judge.startswith("verifier:"):
+        return VerifierJudge.load(args.judge.removeprefix("verifier:"),
+                                  batch_size=args.batch_size)
     gen = open_generator(parse_spec(args.judge), local=LocalOptions(batch_size=args.batch_size))
     return make_judge(gen, mode=args.judge_mode, max_tokens=args.judge_max_tokens,
                       batch_size=args.batch_size)

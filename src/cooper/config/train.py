@@ -370,15 +370,15 @@ class AssistantConfig:
         return self.backend == "endpoint" if self.background is None else self.background
 
 
-JUDGE_BACKENDS = ("none", "gold", "local", "endpoint")
+JUDGE_BACKENDS = ("none", "gold", "local", "endpoint", "verifier")
 
 
 @dataclass
 class JudgeConfig:
     backend: str = "none"
-    """who judges what the rule cannot ('none'; 'gold': the testbed's gold judge, right by construction, with judge.error_rate a stand-in for an LLM judge of that accuracy; 'local': a causal LM on this machine, judge.model; 'endpoint': an OpenAI-compatible server)"""
+    """who judges what the rule cannot ('none'; 'gold': the testbed's gold judge, right by construction, with judge.error_rate a stand-in for an LLM judge of that accuracy; 'local': a causal LM on this machine, judge.model; 'endpoint': an OpenAI-compatible server; 'verifier': a learned verifier, a reward-model folder judge.model trained by cooper rm train, yes at P(right) >= 0.5)"""
     model: str | None = None
-    """local: a checkpoint, a Hub id or the embedded smollm2-135m-instruct; endpoint: the served model's name"""
+    """local: a checkpoint, a Hub id or the embedded smollm2-135m-instruct; endpoint: the served model's name; verifier: the trained verifier's folder"""
     base_url: str | None = None
     """endpoint URL, e.g. http://127.0.0.1:8000/v1"""
     api_key_env: str = "OPENAI_API_KEY"
@@ -475,6 +475,9 @@ class JudgeConfig:
         if self.backend == "endpoint" and not (self.base_url and self.model):
             raise ConfigError("judge.backend=endpoint needs judge.base_url=URL and "
                               "judge.model=NAME")
+        if self.backend == "verifier" and not self.model:
+            raise ConfigError("judge.backend=verifier needs judge.model=DIR, a verifier trained "
+                              "with `cooper rm train --data ROWS --out DIR`")
         if self.backend == "local" and not self.model:
             raise ConfigError("judge.backend=local needs judge.model (a checkpoint, a Hub id or "
                               "smollm2-135m-instruct)")

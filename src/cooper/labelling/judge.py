@@ -24,14 +24,17 @@ Two ways to run it (:func:`make_judge`):
   one forward pass instead of a generation (two when both words start with the same token). Meant for small local judges on CPU, which
   rarely follow the output format when asked to write freely.
 
-A third judge has the same interface: :class:`GoldJudge`, the testbeds' gold judge
-(:mod:`cooper.verify.gold`), right by construction, whose verdicts can be flipped at a chosen
-rate, each flip drawn once from a seed and the item: a stand-in for an LLM judge of that
-accuracy, with the same answer to the same problem always judged the same way, as a real
-judge's systematic errors are; :class:`FoolableJudge` is the gold judge
-with errors LLM judges make as dials: a trigger (a phrase or form of the answer it calls right
-whatever the answer) and near misses; only ``no`` verdicts turn, each counted by its dial. :func:`judge_from_config` builds any of them from the ``judge.*``
-settings of ``cooper train``, which asks the judge during RL (:mod:`cooper.rl.judging`).
+Other judges have the same interface. :class:`VerifierJudge`: a learned verifier (a reward-model
+checkpoint, ``cooper rm train``) whose P(right) at 0.5 or more is a yes, as TinyV's judge is a
+small trained verifier. :class:`GoldJudge`: the testbeds' gold judge (:mod:`cooper.verify.gold`),
+right by construction, whose verdicts can be flipped at a chosen rate, each flip drawn once from
+a seed and the item (the same answer to the same problem always judged the same way).
+:class:`FoolableJudge`: the gold judge with errors LLM judges make as dials, a trigger (a
+phrase or a form of the answer it calls right whatever the answer) and near misses.
+:func:`judge_from_config` builds any of them from the ``judge.*`` settings of ``cooper train``,
+which asks the judge during RL (:mod:`cooper.rl.judging`). The module is over 400 lines because
+every judge shares its records and that builder: split, the builder and the judges would import
+each other.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ if TYPE_CHECKING:
 VERDICTS = ("yes", "no", "unparsed", "failed")
 MODES = ("generate", "choice")
 MARKER = "VERDICT:"
+VERIFIER_YES = 0.5  # a learned verifier's P(right) at or above this is a yes
 _VERDICT_RE = re.compile(r"VERDICT[\s*]*[:：][\s*]*(YES|NO)\b", re.IGNORECASE)
 _TAGS = ("problem", "reference_answer", "solution")
 _TAG_RE = re.compile(r"<\s*(/?)\s*(" + "|".join(_TAGS) + r")\s*>", re.IGNORECASE)
@@ -381,6 +385,56 @@ class FoolableJudge(GoldJudge):
         return {f"judge_fooled_{k}": n for k, n in self.fooled.items()}
 
 
+class VerifierJudge:
+    """A learned verifier as a judge: a reward-model checkpoint (``cooper rm train``) that reads
+    the problem, the reference and the solution and gives P(right); ``yes`` at
+    :data:`VERIFIER_YES` or more. TinyV's own judge is such a model, a small verifier trained on
+    labelled answers; its mistakes are a model's mistakes, not a dial's. Frozen: nothing here
+    updates it. Its P(right) is the verdict's ``p_yes`` (``cooper bench judge`` reports its
+    AUROC)."""
+
+    mode = "verifier"
+
+    def __init__(self, model, *, name: str, batch_size: int = 8):
+        self.model, self.name, self.batch_size = model, name, batch_size
+
+    @classmethod
+    def load(cls, path: str, *, batch_size: int = 8, dtype: str | None = None) -> VerifierJudge:
+        from pathlib import Path
+
+        from cooper.rm.model import RewardModel
+
+        if not (Path(path) / "config.json").is_file():
+            raise UserError(f"the verifier judge {path!r} is not a model folder (no "
+                            f"config.json): train one with `cooper rm train --data ROWS --out "
+                            f"DIR` and give DIR")
+        return cls(RewardModel.load(path, dtype=dtype), name=f"learned verifier ({path})",
+                   batch_size=batch_size)
+
+    def judge(self, items: Sequence[JudgeItem], *, progress: bool = False) -> list[JudgeVerdict]:
+        from cooper.types import Triple
+
+        if not items:
+            return []
+        probs = self.model.score([Triple(it.question, it.reference, it.solution) for it in items],
+                                 batch_size=self.batch_size, progress=progress)
+        out = []
+        for p in probs:
+            if not math.isfinite(p):
+                out.append(JudgeVerdict("failed", "", "error: the verifier gave no probability"))
+                continue
+            yes = p >= VERIFIER_YES
+            out.append(JudgeVerdict("yes" if yes else "no", f"{MARKER} {'YES' if yes else 'NO'}",
+                                    p_yes=p))
+        return out
+
+    def metrics(self) -> dict[str, int]:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
 def make_judge(generator: Generator, *, mode: str = "generate", max_tokens: int = 512,
                max_chars: int = 6000, batch_size: int = 8) -> Judge:
     """A judge over a generator; ``choice`` needs a local model."""
@@ -404,6 +458,8 @@ def judge_from_config(cfg, *, seed: int = 0, dtype: str | None = None) -> Judge 
         return FoolableJudge(trigger=cfg.trigger, near_miss=cfg.near_miss, seed=seed)
     if cfg.backend == "gold":
         return GoldJudge(error_rate=cfg.error_rate, seed=seed)
+    if cfg.backend == "verifier":
+        return VerifierJudge.load(cfg.model, batch_size=cfg.batch_size, dtype=dtype)
     if cfg.backend == "local":
         generator: Generator = HFGenerator.load(cfg.model, batch_size=cfg.batch_size,
                                                 dtype=dtype)
