@@ -176,3 +176,37 @@ def test_bench_judge_measures_a_learned_verifier(tmp_path):
     r = json.loads(out.read_text())
     assert r["mode"] == "verifier" and r["no_verdict"] == 0
     assert 0.0 <= r["p_yes_auroc"] <= 1.0  # its probability is a score the AUROC reads
+
+
+def test_answer_equivalence_rows_are_balanced_and_labelled_as_the_gold_judge_reads():
+    import random
+
+    from cooper.data.equivalence import equivalence_rows
+    from cooper.data.problems import load_problems
+    from cooper.verify.gold import gold_correct
+
+    problems = list(load_problems("arith_2x1_compare", "train", limit=300))
+    rows = equivalence_rows(problems, 200, random.Random(1))
+    assert len(rows) == 200 and sum(r.label for r in rows) == 100
+    assert all(gold_correct(r.triple.completion, r.triple.reference) == r.label for r in rows)
+    # no working: the completion is the answer statement alone
+    assert not any("=" in r.triple.completion or "<" in r.triple.completion for r in rows)
+    # both families, and answers in forms the rule cannot read
+    assert {r.triple.reference for r in rows} >= {"True", "False"}
+    assert any(r.label and not r.triple.completion.split("{")[1][0].isdigit()
+               and r.triple.reference.isdigit() for r in rows)
+    assert equivalence_rows(problems, 200, random.Random(1)) == rows  # seeded
+    with pytest.raises(ValueError, match="even"):
+        equivalence_rows(problems, 3, random.Random(1))
+
+
+def test_cooper_data_equivalence_writes_rows_rm_train_reads(tmp_path):
+    from cooper.data.triples import load_triples
+
+    out = tmp_path / "rows.jsonl"
+    proc = run_cli("data", "equivalence", "--n", "40", "--out", out)
+    assert "wrote 40 rows (20 equivalent, 20 different)" in proc.stdout
+    rows = list(load_triples(str(out)))
+    assert len(rows) == 40 and {r.kind for r in rows} == {"equivalent", "different"}
+    bad = run_cli("data", "equivalence", "--n", "7", "--out", out, check=False)
+    assert bad.returncode != 0 and "--n must be a positive even number" in bad.stderr

@@ -59,6 +59,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_field_args(pert)
     pert.set_defaults(func=_perturbed)
 
+    eq = dsub.add_parser(
+        "equivalence", help="labelled answer-equivalence rows, to train a learned judge",
+        description="Write a balanced .jsonl of answer-equivalence rows (question, reference, "
+                    "completion, label, id, source, kind): for N/2 problems drawn with --seed, "
+                    "a bare answer statement with the reference's value (label 1) and with "
+                    "another value (label 0), each in a form drawn from digits, words, other "
+                    "cases and spellings, and yes/no against True/False; labelled by "
+                    "construction and checked with the gold judge (integer and truth-value "
+                    "references only). Train a judge on them with `cooper rm train`, use it with "
+                    "judge.backend=verifier (docs/training.md, \"A judge that errs\").")
+    eq.add_argument("--dataset", default="arith_2x1_compare",
+                    help="a bundled dataset whose references are integers or truth values "
+                         "(default: %(default)s)")
+    eq.add_argument("--split", default="train", help="(default: %(default)s)")
+    eq.add_argument("--n", type=int, required=True,
+                    help="number of rows to write (even: half equivalent, half different)")
+    eq.add_argument("--out", required=True, help="output .jsonl file")
+    eq.add_argument("--seed", type=int, default=0, help="sampling seed (default: %(default)s)")
+    eq.set_defaults(func=_equivalence)
+
     from cooper.cli import data_build_cmd, data_collect_cmd, data_label_cmd, data_samples_cmd
 
     data_build_cmd.register(dsub)
@@ -97,6 +117,36 @@ def _show(args: argparse.Namespace) -> int:
     if problems.skipped:
         print(f"skipped {len(problems.skipped)} bad row(s); first: "
               f"{problems.skipped[0].where}: {problems.skipped[0].reason}")
+    return 0
+
+
+def _equivalence(args: argparse.Namespace) -> int:
+    import random
+    from pathlib import Path
+
+    from cooper.data.equivalence import equivalence_rows
+    from cooper.data.problems import load_problems
+    from cooper.errors import UserError
+    from cooper.infra.files import atomic_open
+
+    if args.n < 2 or args.n % 2:
+        raise UserError(f"--n must be a positive even number (equivalent and different answers "
+                        f"come in pairs), got {args.n}")
+    check_out_file("--out", args.out)
+    rows = equivalence_rows(list(load_problems(args.dataset, args.split)), args.n,
+                            random.Random(args.seed))
+    if len(rows) < args.n:
+        raise UserError(f"only {len(rows)} of the {args.n} rows could be made from "
+                        f"{args.dataset}/{args.split} (its references must be integers or truth "
+                        f"values); lower --n or use a larger split")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_open(out, "w") as f:
+        for t in rows:
+            f.write(json.dumps(t.to_json(), ensure_ascii=False) + "\n")
+    right = sum(bool(t.label) for t in rows)
+    print(f"wrote {len(rows)} rows ({right} equivalent, {len(rows) - right} different) from "
+          f"{args.dataset}/{args.split} to {out}")
     return 0
 
 
