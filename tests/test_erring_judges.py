@@ -1,5 +1,5 @@
-"""The foolable judge: the gold judge with a trigger and near misses as dials, its settings, and
-what each step logs of the pay that reaches the trigger."""
+"""Judges that err as real ones do: the foolable judge (the gold judge with a trigger and near
+misses as dials) and a learned verifier, their settings, their data, and what each step logs."""
 
 from __future__ import annotations
 
