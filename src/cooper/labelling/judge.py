@@ -346,7 +346,7 @@ class FoolableJudge(GoldJudge):
 
     Only ``no`` verdicts turn, each counted by its dial (:meth:`metrics`); the name says what
     it is in every report. A dial only reaches what the judge is asked: the rule's rejections
-    (with ``reward.mode=hybrid_cooper`` not those the rule read as another number), so a trigger
+    (with ``reward.mode=judged`` not those the rule read as another number), so a trigger
     tests a design only where the policy writes it and the rule cannot read it."""
 
     def __init__(self, *, trigger: str | None = None, near_miss: int = 0, seed: int = 0):
