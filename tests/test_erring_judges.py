@@ -196,6 +196,18 @@ def test_answer_equivalence_rows_are_balanced_and_labelled_as_the_gold_judge_rea
     assert any(r.label and not r.triple.completion.split("{")[1][0].isdigit()
                and r.triple.reference.isdigit() for r in rows)
     assert equivalence_rows(problems, 200, random.Random(1)) == rows  # seeded
+    # with working: every row opens with a line that agrees with its own answer, right or wrong
+    worked = equivalence_rows(problems, 200, random.Random(1), working=1.0)
+    assert all(re.match(r"\d+ ([<>]|\+ \d+ =) ", r.triple.completion) for r in worked)
+    assert all(gold_correct(r.triple.completion, r.triple.reference) == r.label for r in worked)
+    from cooper.verify.gold import read_integer
+
+    for r in worked:  # a sum's working states the row's own answer: the reference for a right one
+        if "+" in r.triple.completion:
+            stated = int(r.triple.completion.split("= ")[1].split(".")[0])
+            assert (stated == read_integer(r.triple.reference)) == r.label
+    with pytest.raises(ValueError, match="probability"):
+        equivalence_rows(problems, 2, random.Random(1), working=2.0)
     with pytest.raises(ValueError, match="even"):
         equivalence_rows(problems, 3, random.Random(1))
 

@@ -77,6 +77,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="number of rows to write (even: half equivalent, half different)")
     eq.add_argument("--out", required=True, help="output .jsonl file")
     eq.add_argument("--seed", type=int, default=0, help="sampling seed (default: %(default)s)")
+    eq.add_argument("--working", type=float, default=0.0, metavar="P",
+                    help="share of the rows that open with one line of working agreeing with "
+                         "their answer (62 + 9 = 81.), as the arithmetic testbeds' policies write "
+                         "(default: %(default)s: none)")
     eq.set_defaults(func=_equivalence)
 
     from cooper.cli import data_build_cmd, data_collect_cmd, data_label_cmd, data_samples_cmd
@@ -132,9 +136,11 @@ def _equivalence(args: argparse.Namespace) -> int:
     if args.n < 2 or args.n % 2:
         raise UserError(f"--n must be a positive even number (equivalent and different answers "
                         f"come in pairs), got {args.n}")
+    if not 0.0 <= args.working <= 1.0:
+        raise UserError(f"--working is a share of the rows in [0, 1], got {args.working}")
     check_out_file("--out", args.out)
     rows = equivalence_rows(list(load_problems(args.dataset, args.split)), args.n,
-                            random.Random(args.seed))
+                            random.Random(args.seed), working=args.working)
     if len(rows) < args.n:
         raise UserError(f"only {len(rows)} of the {args.n} rows could be made from "
                         f"{args.dataset}/{args.split} (its references must be integers or truth "

@@ -6,14 +6,18 @@ are made from a dataset's problems whose references the gold judge reads (intege
 values; ``arith_2x1_compare`` by default): the completion is a bare answer statement,
 ``The answer is \\boxed{X}.``, with X the reference's value or another one, each written in one
 of several forms (digits, words, other cases and spellings, yes/no against a reference stored as
-True/False). Labels come by construction and each row is checked with the gold judge. No row
-shows working: what such a judge does with a policy's working, a form it never saw, is what
-``cooper bench judge`` then measures (its mistakes are a model's).
+True/False). Labels come by construction and each row is checked with the gold judge. With
+``working`` a share of the rows open with one line of working that agrees with their answer
+(``62 + 9 = 81.``, ``47 > 52.``), the form a policy of the arithmetic testbeds writes, so the
+judge learns to compare the answer with the reference rather than with the working; without it
+no row shows working. What the judge then does with a policy's answers is what ``cooper bench
+judge`` measures (its mistakes are a model's).
 """
 
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Sequence
 
 from cooper.types import LabelledTriple, Problem, Triple
@@ -23,6 +27,21 @@ TEMPLATES = ("The answer is \\boxed{{{x}}}.", "\\boxed{{{x}}}", "So the answer i
              "Final answer: \\boxed{{{x}}}")
 TRUTH_WORDS = {True: ("yes", "Yes", "YES", "true", "True"),
                False: ("no", "No", "NO", "false", "False")}
+
+
+_SUM = re.compile(r"What is (\d+) \+ (\d+)\?")
+_COMPARE = re.compile(r"Is (\d+) (?:less|greater) than (\d+)\?")
+
+
+def _working(question: str, value: int | bool) -> str:
+    """One line of working that agrees with the answer ``value`` ('' for another question)."""
+    if (s := _SUM.fullmatch(question.strip())) and not isinstance(value, bool):
+        return f"{s[1]} + {s[2]} = {value}. "
+    if (c := _COMPARE.fullmatch(question.strip())) and isinstance(value, bool):
+        a, b = int(c[1]), int(c[2])
+        says_less = ("less" in question) == value  # "Is a less than b?" answered yes: a < b
+        return f"{a} {'<' if says_less else '>'} {b}. "
+    return ""
 
 
 def _number_forms(n: int, rng: random.Random) -> str:
@@ -37,12 +56,15 @@ def _wrong_number(n: int, rng: random.Random) -> int:
     return n + step if n - step < 0 or rng.random() < 0.5 else n - step
 
 
-def equivalence_rows(problems: Sequence[Problem], n: int, rng: random.Random
-                     ) -> list[LabelledTriple]:
+def equivalence_rows(problems: Sequence[Problem], n: int, rng: random.Random, *,
+                     working: float = 0.0) -> list[LabelledTriple]:
     """``n`` rows (``n`` even): for ``n / 2`` problems drawn with ``rng`` (fewer where there
     are fewer readable ones), one right answer (label 1) and one wrong one (label 0), each in a
-    form drawn with ``rng``. Problems whose reference is neither an integer nor a truth value
+    form drawn with ``rng``, each opening with a line of working that agrees with it with
+    probability ``working``. Problems whose reference is neither an integer nor a truth value
     are skipped."""
+    if not 0.0 <= working <= 1.0:
+        raise ValueError(f"working is a probability in [0, 1], got {working}")
     if n < 2 or n % 2:
         raise ValueError(f"n must be a positive even number (pairs), got {n}")
     readable = [p for p in problems
@@ -51,12 +73,17 @@ def equivalence_rows(problems: Sequence[Problem], n: int, rng: random.Random
     for p in rng.sample(readable, min(n // 2, len(readable))):
         truth = read_boolean(p.reference)
         if truth is not None:
-            right, wrong = (rng.choice(TRUTH_WORDS[v]) for v in (truth, not truth))
+            values: tuple[int | bool, int | bool] = (truth, not truth)
+            right, wrong = (rng.choice(TRUTH_WORDS[v]) for v in values)
         else:
             value = read_integer(p.reference)
-            right, wrong = _number_forms(value, rng), _number_forms(_wrong_number(value, rng), rng)
-        for x, label, kind in ((right, True, "equivalent"), (wrong, False, "different")):
+            values = (value, _wrong_number(value, rng))
+            right, wrong = (_number_forms(v, rng) for v in values)
+        for x, v, label, kind in ((right, values[0], True, "equivalent"),
+                                  (wrong, values[1], False, "different")):
             text = rng.choice(TEMPLATES).format(x=x)
+            if rng.random() < working:
+                text = _working(p.question, v) + text
             if gold_correct(text, p.reference) != label:  # a form the gold judge reads otherwise
                 continue
             out.append(LabelledTriple(Triple(p.question, p.reference, text), label,
