@@ -10,8 +10,9 @@ specificity on the wrong ones (what keeps a policy from exploiting it), per fami
 yes/no), the calls that gave no verdict, seconds per call, and in ``choice`` mode the AUROC of
 its P(YES) against the gold judge (is there a signal that another threshold would find?). The judge is a model spec as
 ``cooper data label --judge`` takes it (the embedded model in ``choice`` mode by default; an
-``api:MODEL@URL`` endpoint, ``verifier:DIR``: a learned verifier), or ``gold`` with ``--error-rate`` (the experiment's stand-in) or
-with ``--trigger``/``--near-miss`` (the foolable judge: systematic errors).
+``api:MODEL@URL`` endpoint), ``verifier:DIR`` (a learned verifier: a reward model trained by
+``cooper rm train``), or ``gold`` with ``--error-rate`` (the experiment's stand-in) or with
+``--trigger``/``--near-miss`` (the foolable judge: systematic errors).
 """
 
 from __future__ import annotations
