@@ -208,6 +208,11 @@ def test_answer_equivalence_rows_are_balanced_and_labelled_as_the_gold_judge_rea
             assert (stated == read_integer(r.triple.reference)) == r.label
     with pytest.raises(ValueError, match="probability"):
         equivalence_rows(problems, 2, random.Random(1), working=2.0)
+    # the share of number problems, where asked
+    sums = equivalence_rows(problems, 120, random.Random(1), numbers=2 / 3)
+    assert sum(r.triple.question.startswith("What is") for r in sums) == 80
+    with pytest.raises(ValueError, match="share"):
+        equivalence_rows(problems, 2, random.Random(1), numbers=-0.1)
     with pytest.raises(ValueError, match="even"):
         equivalence_rows(problems, 3, random.Random(1))
 

@@ -81,6 +81,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="share of the rows that open with one line of working agreeing with "
                          "their answer (62 + 9 = 81.), as the arithmetic testbeds' policies write "
                          "(default: %(default)s: none)")
+    eq.add_argument("--numbers", type=float, default=None, metavar="P",
+                    help="share of the problems drawn from those with an integer reference "
+                         "(default: as the dataset has them)")
     eq.set_defaults(func=_equivalence)
 
     from cooper.cli import data_build_cmd, data_collect_cmd, data_label_cmd, data_samples_cmd
@@ -138,9 +141,12 @@ def _equivalence(args: argparse.Namespace) -> int:
                         f"come in pairs), got {args.n}")
     if not 0.0 <= args.working <= 1.0:
         raise UserError(f"--working is a share of the rows in [0, 1], got {args.working}")
+    if args.numbers is not None and not 0.0 <= args.numbers <= 1.0:
+        raise UserError(f"--numbers is a share of the problems in [0, 1], got {args.numbers}")
     check_out_file("--out", args.out)
     rows = equivalence_rows(list(load_problems(args.dataset, args.split)), args.n,
-                            random.Random(args.seed), working=args.working)
+                            random.Random(args.seed), working=args.working,
+                            numbers=args.numbers)
     if len(rows) < args.n:
         raise UserError(f"only {len(rows)} of the {args.n} rows could be made from "
                         f"{args.dataset}/{args.split} (its references must be integers or truth "

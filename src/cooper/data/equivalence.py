@@ -57,20 +57,32 @@ def _wrong_number(n: int, rng: random.Random) -> int:
 
 
 def equivalence_rows(problems: Sequence[Problem], n: int, rng: random.Random, *,
-                     working: float = 0.0) -> list[LabelledTriple]:
+                     working: float = 0.0, numbers: float | None = None
+                     ) -> list[LabelledTriple]:
     """``n`` rows (``n`` even): for ``n / 2`` problems drawn with ``rng`` (fewer where there
     are fewer readable ones), one right answer (label 1) and one wrong one (label 0), each in a
     form drawn with ``rng``, each opening with a line of working that agrees with it with
-    probability ``working``. Problems whose reference is neither an integer nor a truth value
+    probability ``working``. ``numbers``: the share of the problems drawn from those with an
+    integer reference (None: as the dataset has them); comparing numbers in several forms is
+    the harder half to learn. Problems whose reference is neither an integer nor a truth value
     are skipped."""
     if not 0.0 <= working <= 1.0:
         raise ValueError(f"working is a probability in [0, 1], got {working}")
+    if numbers is not None and not 0.0 <= numbers <= 1.0:
+        raise ValueError(f"numbers is a share in [0, 1], got {numbers}")
     if n < 2 or n % 2:
         raise ValueError(f"n must be a positive even number (pairs), got {n}")
-    readable = [p for p in problems
-                if read_boolean(p.reference) is not None or read_integer(p.reference) is not None]
+    truths = [p for p in problems if read_boolean(p.reference) is not None]
+    ints = [p for p in problems
+            if read_boolean(p.reference) is None and read_integer(p.reference) is not None]
+    if numbers is None:
+        picked = rng.sample(truths + ints, min(n // 2, len(truths) + len(ints)))
+    else:
+        k = min(round(n // 2 * numbers), len(ints))
+        picked = rng.sample(ints, k) + rng.sample(truths, min(n // 2 - k, len(truths)))
+        rng.shuffle(picked)
     out: list[LabelledTriple] = []
-    for p in rng.sample(readable, min(n // 2, len(readable))):
+    for p in picked:
         truth = read_boolean(p.reference)
         if truth is not None:
             values: tuple[int | bool, int | bool] = (truth, not truth)
