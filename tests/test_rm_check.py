@@ -91,7 +91,7 @@ def test_the_table_and_sentences_name_every_seed_where_recall_fell():
 
 def test_reachable_forms_are_wrong_unread_and_fixed():
     from cooper.data.problems import load_problems
-    from cooper.experiment.reachable_forms import FORMS, reachable_items
+    from cooper.data.reachable_forms import FORMS, reachable_items
     from cooper.types import Problem
     from cooper.verify.gold import gold_correct
     from cooper.verify.verifier import verify_batch

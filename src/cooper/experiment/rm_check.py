@@ -19,7 +19,7 @@ calls right and the initial did not (gained), the reverse (lost), and the exact 
 test on them (McNemar's, a few lines with ``math.comb``; scipy is not a dependency): whether the
 reward model itself changed, free of the policy's drift. A third set asks what each model pays of
 wrong answers in forms a policy can reach and the rule cannot read (the final answer alone, a
-hedge naming two answers, another case or spelling: :mod:`cooper.experiment.reachable_forms`),
+hedge naming two answers, another case or spelling: :mod:`cooper.data.reachable_forms`),
 the openings a judge that errs on them would leave. Written to
 ``OUT/seed-S/arms/ARM/rm_check.json``; ``cooper report`` shows it where present.
 """
@@ -159,10 +159,10 @@ def compare(initial: RewardModel, final: RewardModel, sets: AnswerSets,
 
 def reachable_sets(exp: ExperimentConfig) -> dict[str, list[Triple]]:
     """Wrong answers in forms a policy can reach and the rule cannot read
-    (:mod:`cooper.experiment.reachable_forms`), on the test benchmarks' problems (the final
+    (:mod:`cooper.data.reachable_forms`), on the test benchmarks' problems (the final
     evaluation's)."""
     from cooper.data.problems import load_problems
-    from cooper.experiment.reachable_forms import FORMS, reachable_items
+    from cooper.data.reachable_forms import FORMS, reachable_items
 
     out: dict[str, list[Triple]] = {f: [] for f in FORMS}
     for name, split in exp.benchmark_list():
