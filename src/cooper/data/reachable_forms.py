@@ -28,7 +28,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cooper.types import Problem, Triple
+from cooper.verify.extraction import reads_as_numbers
 from cooper.verify.gold import gold_correct, in_words, read_boolean, read_integer
+from cooper.verify.verifier import verify_batch
 
 VERSION = 1  # bump on any change to the strings or rules below
 FORMS = ("answer_alone", "hedge", "case_spelling")
@@ -77,10 +79,6 @@ def _compare_items(a: int, word: str, b: int, truth: bool, rng: random.Random) -
 def reachable_items(problems: Sequence[Problem]) -> ReachableItems:
     """Each form's wrong answers to these problems (sums and comparisons; other problems are
     skipped), checked as the module docstring says."""
-    from cooper.rl.blind_spot import rule_read
-    from cooper.types import Rollout
-    from cooper.verify.verifier import verify_batch
-
     drafts: list[tuple[str, Problem, str]] = []
     for p in problems:
         rng = random.Random(f"{VERSION}\x00{p.id}")
@@ -99,9 +97,8 @@ def reachable_items(problems: Sequence[Problem]) -> ReachableItems:
     items: dict[str, list[Triple]] = {f: [] for f in FORMS}
     excluded = 0
     for (form, p, text), v in zip(drafts, rule, strict=True):
-        read = v.extracted is not None and rule_read(Rollout(p.id, p.question, p.reference, text,
-                                                             False, v.extracted))
-        if v.correct or read or gold_correct(text, p.reference):
+        if v.correct or reads_as_numbers(v.extracted, p.reference) or gold_correct(text,
+                                                                                   p.reference):
             excluded += 1
             continue
         items[form].append(Triple(p.question, p.reference, text))

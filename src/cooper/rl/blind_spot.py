@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 from cooper.rl.groups import group_by_problem, top_wrong
 from cooper.types import Rollout
-from cooper.verify.extraction import clean_answer, normalize_reference, plain_number
+from cooper.verify.extraction import reads_as_numbers
 from cooper.verify.gold import read_boolean
 
 RM_SAYS_RIGHT = 0.5  # a reward-model probability at or above this calls the answer right
@@ -45,11 +45,9 @@ def family(reference: str) -> str:
 
 
 def rule_read(r: Rollout) -> bool:
-    """Whether the rule read this rollout's final answer and its reference as plain numbers, so
-    that its "wrong" means a different number, not a form it cannot read (an answer or a
-    reference in words, a truth value) or no answer at all."""
-    return (r.extracted is not None and plain_number(clean_answer(r.extracted)) is not None
-            and plain_number(normalize_reference(r.reference)) is not None)
+    """Whether the rule read this rollout's final answer and its reference as plain numbers
+    (:func:`~cooper.verify.extraction.reads_as_numbers`)."""
+    return reads_as_numbers(r.extracted, r.reference)
 
 
 @dataclass(frozen=True)

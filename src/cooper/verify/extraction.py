@@ -298,6 +298,14 @@ def normalize_reference(reference: str) -> str:
     return text
 
 
+def reads_as_numbers(extracted: str | None, reference: str) -> bool:
+    """Whether the rule read an extracted final answer and its reference as plain numbers, so
+    that its "wrong" means a different number, not a form it cannot read (an answer or a
+    reference in words, a truth value) or no answer at all."""
+    return (extracted is not None and plain_number(clean_answer(extracted)) is not None
+            and plain_number(normalize_reference(reference)) is not None)
+
+
 def number_to_str(x: float | int) -> str:
     """145.0 -> '145', 0.5 -> '0.5', 1e-7 -> '1e-07' (shortest exact form)."""
     if isinstance(x, bool) or not math.isfinite(x):
