@@ -101,6 +101,8 @@ def test_the_judges_settings_are_checked():
         (["reward.mode=rm"], "hybrid_cooper"),
         (["rm_update.labels=maybe"], "rm_update.labels"),
         (["rm_update.replay=4"], "replay_file"),
+        (["rm_update.replay_forms=2"], "replay_forms builds its pairs"),
+        (["rm_update.replay_forms=-1"], "replay_forms must be >= 0"),
     ]:
         with pytest.raises(ConfigError, match=message):
             load_config(None, ok + extra).validate()
@@ -352,14 +354,15 @@ def test_cooper_train_with_judged_labels_and_replay_resumes_with_the_judges_memo
                             for t in compare_triples("train", 40, random.Random(0))))
     out = tmp_path / "judged"
     args = compare_args(arith, out, "rm_update.labels=judge", "judge.budget=0.25",
-                        "judge.error_rate=0.1", "rm_update.replay=2",
+                        "judge.error_rate=0.1", "rm_update.replay=2", "rm_update.replay_forms=3",
                         f"rm_update.replay_file={rows}", "save_steps=1")
     run_cli(*args)
     steps = [r for r in metrics(out) if "loss" in r]
     assert [r["step"] for r in steps] == [1, 2]
     for r in steps:
         assert r["judge/asked"] <= 0.25 * 16 and r["judge/candidates"] >= r["judge/asked"]
-        assert r["rm/pairs_replay"] == 2 and r["rm/pairs"] >= 2 and r["rm/updated"] == 1.0
+        assert r["rm/pairs_replay"] == 2 and r["rm/pairs_forms"] == 3
+        assert r["rm/pairs"] >= 5 and r["rm/updated"] == 1.0
         assert "gold/rm_fpr_unread" in r or "gold/accuracy_yesno" in r
     memory = json.loads((out / "checkpoint-2" / "judge.json").read_text())
     assert memory["calls"] == sum(r["judge/asked"] for r in steps) > 0

@@ -112,6 +112,49 @@ def test_reachable_forms_are_wrong_unread_and_fixed():
     assert reachable_items(problems).items == got.items  # a pure function of the problems
 
 
+def test_reachable_pairs_put_a_right_answer_against_a_wrong_one_in_each_form(tmp_path):
+    """The pairs an update replays (rm_update.replay_forms): per form, a right answer the gold
+    judge accepts against a wrong one it rejects and the rule cannot read, drawn apart from the
+    check's items; a replay file with no sum or comparison is an error that names the fix."""
+    import json
+
+    from cooper.config import load_config
+    from cooper.data.reachable_forms import FORMS, reachable_items, reachable_pairs
+    from cooper.errors import UserError
+    from cooper.rl.pairs import form_pairs
+    from cooper.types import Problem
+    from cooper.verify.extraction import reads_as_numbers
+    from cooper.verify.gold import gold_correct
+    from cooper.verify.verifier import verify_batch
+
+    problems = [Problem("s", "What is 34 + 8?", "42", "t"),
+                Problem("c", "Is 3 less than 7?", "True", "t"),
+                Problem("g", "Tom has 3 apples and eats one. How many are left?", "2", "t")]
+    pairs = reachable_pairs(problems)
+    assert sorted(p.negative_source for p in pairs) == sorted(
+        f"form:{f}" for f in FORMS for _ in range(2))  # the word problem gives none
+    for p in pairs:
+        assert gold_correct(p.positive, p.reference) and not gold_correct(p.negative, p.reference)
+        v = verify_batch([p.negative], [p.reference], mode="strict")[0]
+        assert not v.correct and not reads_as_numbers(v.extracted, p.reference)
+    by = {(p.problem_id, p.negative_source): p for p in pairs}
+    assert by[("s", "form:hedge")].positive == "The answer is \\boxed{forty-two}."
+    assert " or " in by[("s", "form:hedge")].negative
+    assert by[("c", "form:answer_alone")].positive == "\\boxed{yes}"
+    checked = {t.completion for ts in reachable_items(problems).items.values() for t in ts}
+    assert {p.negative for p in pairs} != checked  # drawn apart from the check's items
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"question": p.question, "reference": p.reference,
+                                        "completion": f"\\boxed{{{p.reference}}}", "label": 1})
+                            + "\n" for p in problems))
+    cfg = load_config(None, ["rm_update.replay_forms=2", f"rm_update.replay_file={rows}"])
+    assert len(form_pairs(cfg.rm_update)) == len(pairs)
+    rows.write_text(json.dumps({"question": problems[2].question, "reference": "2",
+                                "completion": "\\boxed{2}", "label": 1}) + "\n")
+    with pytest.raises(UserError, match="replay_forms=0"):
+        form_pairs(cfg.rm_update)
+
+
 def test_the_reachable_forms_table_and_sentences():
     def result(arm, seed, alone_after):
         form = {"answers": 50, "before": 0.5, "gained": 0, "lost": 0, "p_value": None}

@@ -293,9 +293,12 @@ class RMUpdateConfig:
     """pairs of the reward model's own labelled training rows (rm_update.replay_file: a right and a wrong solution of one problem) added to every update (0 = off; None: 16 in reward.mode=judged, else 0)"""
     replay_file: str | None = None
     """labelled triples to replay (a `cooper rm train` data file); an experiment sets it to its setup's training rows"""
+    replay_forms: int = 0
+    """pairs added to every update, each a wrong answer in a form a policy can reach and the rule cannot read (the final answer alone, a hedge naming two answers, another case or spelling) against a right answer in the same form, built from the references of rm_update.replay_file's problems (the arithmetic testbeds' sums and comparisons: cooper.data.reachable_forms); 0 = off"""
 
     EXPERIMENTAL: ClassVar[tuple[str, ...]] = ("positives_per_prompt", "positive_choice",
-                                               "negatives_per_positive", "pair_metrics")
+                                               "negatives_per_positive", "pair_metrics",
+                                               "replay_forms")
     REMOVED: ClassVar[dict[str, tuple[Any, str]]] = {
         "negatives_readable": (False, REMOVED_AT), "replay_judged": (0, REMOVED_AT)}
 
@@ -324,8 +327,10 @@ class RMUpdateConfig:
             raise ConfigError("rm_update.train_layers must be >= 1 (or none for every layer), "
                               f"got {self.train_layers}")
         choice("rm_update.labels", self.labels, ("rule", "judge"))
-        if self.replay < 0:
-            raise ConfigError(f"rm_update.replay must be >= 0 (0 = off), got {self.replay}")
+        for key in ("replay", "replay_forms"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"rm_update.{key} must be >= 0 (0 = off), got "
+                                  f"{getattr(self, key)}")
         return self
 
 
@@ -696,6 +701,13 @@ class TrainConfig:
         if self.rm_update.replay and self.reward.mode not in UPDATING_MODES:
             raise ConfigError(f"rm_update.replay adds rows to the reward model's update, which "
                               f"reward.mode={self.reward.mode} does not run")
+        if self.rm_update.replay_forms and not self.rm_update.replay_file:
+            raise ConfigError("rm_update.replay_forms builds its pairs from the problems of "
+                              "rm_update.replay_file: give that file, or set "
+                              "rm_update.replay_forms=0")
+        if self.rm_update.replay_forms and self.reward.mode not in UPDATING_MODES:
+            raise ConfigError(f"rm_update.replay_forms adds pairs to the reward model's update, "
+                              f"which reward.mode={self.reward.mode} does not run")
 
     def plan(self) -> RewardPlan:
         """What pays the policy and what Stage 2 does (:func:`reward_plan`)."""

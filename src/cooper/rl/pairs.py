@@ -21,9 +21,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from cooper.data.reachable_forms import reachable_pairs
+from cooper.data.triples import load_triples
 from cooper.errors import UserError
 from cooper.rl.groups import group_auroc, group_by_problem, top_wrong
-from cooper.types import LabelledTriple, Pair, Rollout
+from cooper.types import LabelledTriple, Pair, Problem, Rollout
 
 if TYPE_CHECKING:
     from cooper.config.train import RMUpdateConfig
@@ -99,13 +101,28 @@ def replay_pairs(update: RMUpdateConfig) -> list[Pair]:
     ``rm_update.replay_file``); none when replay is off."""
     if not update.replay:
         return []
-    from cooper.data.triples import load_triples
-
     pool = replay_pool(load_triples(update.replay_file).rows)
     if not pool:
         raise UserError(f"rm_update.replay_file={update.replay_file} holds no right and wrong "
                         "solution of one problem to pair: give the labelled rows the reward "
                         "model was trained on, or set rm_update.replay=0")
+    return pool
+
+
+def form_pairs(update: RMUpdateConfig) -> list[Pair]:
+    """The pairs ``rm_update.replay_forms`` draws from: :func:`~cooper.data.reachable_forms.
+    reachable_pairs` of ``rm_update.replay_file``'s problems (each question and reference
+    once); none when it is off."""
+    if not update.replay_forms:
+        return []
+    refs = dict.fromkeys((r.triple.question, r.triple.reference)
+                         for r in load_triples(update.replay_file).rows)
+    pool = reachable_pairs([Problem(f"form{i}", q, ref, "replay")
+                            for i, (q, ref) in enumerate(refs)])
+    if not pool:
+        raise UserError(f"rm_update.replay_forms: rm_update.replay_file={update.replay_file} "
+                        "holds no sum or yes/no comparison to build the forms' pairs from (they "
+                        "are the arithmetic testbeds' forms); set rm_update.replay_forms=0")
     return pool
 
 

@@ -56,6 +56,7 @@ from cooper.rl.negatives import NegativeOutcome, NegativeWriter, VerifyFn, build
 from cooper.rl.observer import GoldObserver
 from cooper.rl.pairs import (
     RolloutStats,
+    form_pairs,
     replay_pairs,
     rollout_negatives,
     rollout_stats,
@@ -101,6 +102,7 @@ class Stage2Stats:
     seconds_update: float
     changed_fraction: float | None = None  # trainable weights the update moved (None: no update)
     pairs_replay: int = 0  # pairs of the reward model's own labelled training rows
+    pairs_forms: int = 0  # pairs of reachable forms built from references (replay_forms)
     judge: JudgeRound | None = None  # the judge asked where the rule's "no" said nothing
     judge_gold_agreement: float | None = None  # its labels that the gold judge shares
 
@@ -135,6 +137,7 @@ class Parts:
     replay: Sequence[Pair] = ()  # the reward model's own rows (rm_update.replay)
     observer: GoldObserver | None = None  # the testbeds' gold judge, outside the step
     collective: Collective = field(default_factory=SingleProcess)
+    forms: Sequence[Pair] = ()  # reachable forms, right against wrong (rm_update.replay_forms)
 
 
 class CooperReward:
@@ -163,8 +166,10 @@ class CooperReward:
         # a reward model that only watches (rule mode) watches every Nth training step: what it
         # computes never reaches the policy, so the policy trains exactly as with N = 1
         self.monitor_every = cfg.reward.monitor_every if plan.pays is Payer.VERIFIER else 1
-        self.replay = Replay(parts.replay, u.replay if plan.stage2 is Stage2.UPDATE else 0,
-                             seed=cfg.seed)
+        updating = plan.stage2 is Stage2.UPDATE
+        self.replay = Replay(parts.replay, u.replay if updating else 0, seed=cfg.seed)
+        self.forms = Replay(parts.forms, u.replay_forms if updating else 0, seed=cfg.seed,
+                            name="forms")
         # an endpoint's negatives are written while the policy updates: Stage 2 then waits for
         # the policy's step instead of running right after Stage 1
         self.background = self.negatives is not None and cfg.background_negatives()
@@ -180,13 +185,15 @@ class CooperReward:
                     updater: PairwiseUpdater | None, collective: Collective | None = None,
                     verify: VerifyFn | None = None, verify_lenient: VerifyFn | None = None,
                     negatives: Any = _BUILD, judge: Judge | None = None,
-                    replay: Sequence[Pair] | None = None, reference: Any = None) -> CooperReward:
+                    replay: Sequence[Pair] | None = None, forms: Sequence[Pair] | None = None,
+                    reference: Any = None) -> CooperReward:
         """The one builder (``cooper train`` and the TRL drop-in): checks ``cfg``'s reward
         settings (resolved for its mode) and builds each part they name that the caller did
         not give: the verifier, the assistant (``reference``: the frozen reference policy a
         local assistant writes with), the judge (from ``judge.*``, or around a given
         :class:`~cooper.labelling.judge.Judge`), the replayed rows and, on the testbeds, the
-        gold observer."""
+        gold observer (``replay``, ``forms``: the pools of ``rm_update.replay`` and
+        ``rm_update.replay_forms``, built from ``rm_update.replay_file`` unless given)."""
         cfg.check_reward(has_rm=rm is not None, has_judge=judge is not None)
         u, timeout = cfg.rm_update, cfg.reward.verifier_timeout_s
         verify = verify or partial(verify_batch, mode=cfg.reward.verifier_mode, timeout_s=timeout)
@@ -206,7 +213,8 @@ class CooperReward:
                     if cfg.validation.judge == "gold" else None)
         lenient = verify_lenient or partial(verify_batch, mode="lenient", timeout_s=timeout)
         return cls(cfg, Parts(rm, updater, verify, lenient, negatives, judge,
-                              replay_pairs(u) if replay is None else replay, observer, collective))
+                              replay_pairs(u) if replay is None else replay, observer, collective,
+                              form_pairs(u) if forms is None else forms))
 
     @property
     def pending(self) -> bool:
@@ -300,7 +308,8 @@ class CooperReward:
         mine = shard(positives, self.collective.rank, self.collective.world_size)
         rollout_pairs, ambiguous = (self._rollout_pairs(mine, pool) if self.from_rollouts
                                     else ([], 0))
-        replay = shard(self.replay.draw(step), self.collective.rank, self.collective.world_size)
+        replay = shard(self.replay.draw(step) + self.forms.draw(step), self.collective.rank,
+                       self.collective.world_size)
         written = None
         if self.negatives is not None:
             seed = self.seed * 1_000_003 + step * 1009 + self.collective.rank
@@ -371,9 +380,10 @@ class CooperReward:
         local = [len(pairs), len(pending.rollout_pairs), len(written),
                  sum(o.negative is not None and not o.fallback for o in outcomes),
                  sum(o.fallback for o in outcomes), pending.ambiguous,
-                 sum(p.completion not in paired for p in pending.positives), len(pending.replay)]
+                 sum(p.completion not in paired for p in pending.positives), len(pending.replay),
+                 sum(p.negative_source.startswith("form:") for p in pending.replay)]
         (total_pairs, from_rollouts, from_positives, valid, fallback, ambiguous,
-         dropped, replayed) = (int(x) for x in c.sum_floats(local))
+         dropped, replayed, forms) = (int(x) for x in c.sum_floats(local))
         # 5. the pairwise update over the pairs of every process
         t = time.perf_counter()
         loss = acc = grad_norm = changed = None
@@ -399,7 +409,7 @@ class CooperReward:
             grad_norm=grad_norm, updated=updated, skipped_nonfinite=skipped,
             seconds_negatives=seconds_negatives, seconds_negatives_total=seconds_working,
             seconds_update=time.perf_counter() - t, changed_fraction=changed,
-            pairs_replay=replayed, judge=pending.judge,
+            pairs_replay=replayed - forms, pairs_forms=forms, judge=pending.judge,
             judge_gold_agreement=pending.judge_gold_agreement)
 
     def _measure_pairs(self, pos: list[Triple], neg: list[Triple]) -> list[float]:

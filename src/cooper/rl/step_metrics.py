@@ -58,6 +58,8 @@ def stage2_metrics(st: Stage2Stats) -> dict[str, float]:
         m["rm/changed_fraction"] = st.changed_fraction
     if st.pairs_replay:
         m["rm/pairs_replay"] = st.pairs_replay
+    if st.pairs_forms:
+        m["rm/pairs_forms"] = st.pairs_forms
     if st.judge is not None:  # rm_update.labels=judge: the judge labelled the update
         m.update(judge_metrics(st.judge))
     if st.judge_gold_agreement is not None:
