@@ -224,7 +224,9 @@ def test_the_judged_preset_is_hacking_cpu_with_the_shared_judged_arms():
     blind_cpu's: both take them from one file (arms/judged.yaml)."""
     base = load_experiment("hacking_cpu").validate()
     judged = load_experiment("hacking_cpu_judged").validate()
-    assert judged.arm_list == [*base.arm_list, *JUDGED_ARMS]
+    assert judged.arm_list == [*base.arm_list, *JUDGED_ARMS, "judged_forms"]  # arms/forms.yaml
+    assert judged.arms["judged_forms"] == load_experiment("blind_cpu_fooled").validate().arms[
+        "judged_forms"]
     for arm in base.arm_list:
         assert judged.arm_train(arm).to_dict() == base.arm_train(arm).to_dict()
     assert (judged.setup, judged.rm_init, judged.probe, judged.final_eval) == (
@@ -353,3 +355,16 @@ def test_the_fooled_preset_is_blind_cpu_with_judges_fooled_by_what_the_policy_wr
         # fooled by its own trigger only
         assert [v.correct for v in judge.judge(list(wrong.values()))] == [
             n == name for n in wrong]
+        # the defence arm: the same, with the reachable forms replayed from the setup's rows
+        forms = fooled.arm_train(f"forms_fooled_{name}").to_dict()
+        plain = fooled.arm_train(f"judged_fooled_{name}").to_dict()
+        assert forms["rm_update"].pop("replay_forms") == 8 and plain["rm_update"].pop(
+            "replay_forms") == 0
+        assert {k: forms[k] for k in ("rm_update", "judge", "reward")} == {
+            k: plain[k] for k in ("rm_update", "judge", "reward")}
+    gold = fooled.arm_train("judged_forms")
+    assert (gold.judge.trigger, gold.rm_update.replay_forms) == (None, 8)
+    # the forms come from the setup's training rows: a setup that trains on none says so
+    with pytest.raises(ConfigError, match="replay_forms"):
+        load_experiment("blind_cpu_fooled", ["rm_init.triples=0",
+                                             "arms=judged_forms"]).validate()

@@ -262,11 +262,13 @@ class ExperimentConfig:
                                   f"{fe.every_steps} steps apart do not fit in its {t.max_steps} "
                                   "steps: lower final_eval.policies or final_eval.every_steps")
             t.reward.model = self.setup.reward_model
-            if t.rm_update.replay:  # the runner gives it the setup's training rows
+            if t.rm_update.replay or t.rm_update.replay_forms:
+                # the runner gives it the setup's training rows
                 if not self.rm_init.triples:
                     raise ConfigError(f"arm '{arm}' replays the initial reward model's training "
-                                      "rows (rm_update.replay), but rm_init.triples=0 trains it "
-                                      "on none: set rm_init.triples, or drop the replay")
+                                      "rows or their problems (rm_update.replay, replay_forms), "
+                                      "but rm_init.triples=0 trains it on none: set "
+                                      "rm_init.triples, or drop the replay")
                 t.rm_update.replay_file = "rm_train.jsonl"
             try:
                 t.validate()
