@@ -22,6 +22,7 @@ from cooper.report.rm_check_table import (
     recall_held,
     rm_check_rows,
     rm_check_sentences,
+    trigger_sentences,
 )
 
 
@@ -175,6 +176,22 @@ def test_the_reachable_forms_table_and_sentences():
     assert reachable_rows(results[2:]) == [reachable_rows([])[0]]  # none: the header alone
 
 
+def test_the_trigger_sentence_says_whether_the_reward_model_learned_the_judges_mistake():
+    def result(seed, before, after):
+        x = {"answers": 40, "before": before, "after": after, "gained": 0, "lost": 0,
+             "p_value": None}
+        return {"arm": "judged_fooled_yes", "seed": seed, "trigger": "yes",
+                "initial_policy": {"trigger_wrong": x}, "final_policy": {"trigger_wrong": x}}
+    (line,) = trigger_sentences([result(0, 0.5, 0.25), result(1, 0.5, 0.75),
+                                 {"arm": "judged", "seed": 0, "trigger": None,
+                                  "initial_policy": {}, "final_policy": {}}])
+    assert line.startswith("judged_fooled_yes: of the wrong answers carrying its judge's "
+                           "trigger (/yes/)")
+    assert "of the initial policy's 80 50.0% -> 50.0%" in line
+    assert line.endswith("no more at the end than at the start in 1 of 2 seeds.")
+    assert trigger_sentences([result(0, 0.5, 0.5)])[0].endswith("in 1 of 1 seeds.")
+
+
 @pytest.mark.smoke
 def test_rm_check_scores_the_arms_final_answers_with_both_reward_models(tmp_path):
     out = tmp_path / "exp"
@@ -187,14 +204,14 @@ def test_rm_check_scores_the_arms_final_answers_with_both_reward_models(tmp_path
             "train.max_steps=2", "train.save_steps=2", "train.validation.limit=8",
             "train.validation.every_steps=2", "train.rollout.prompts_per_step=2",
             "train.rollout.samples_per_prompt=4", "train.rollout.micro_batch_size=8",
-            "arms=rule,judged_no_replay"]
-    run_cli("experiment", "hacking", "--preset", "blind_cpu", "--out", out, *tiny, "--no-report")
+            "arms=rule,judged_fooled_yes"]
+    run_cli("experiment", "hacking", "--preset", "blind_cpu_fooled", "--out", out, *tiny, "--no-report")
     proc = run_cli("experiment", "rm-check", out)
     arms = out / "seed-0" / "arms"
     # the rule arm's reward model only watches: nothing to check
     assert not (arms / "rule" / "rm_check.json").exists()
-    check = json.loads((arms / "judged_no_replay" / "rm_check.json").read_text())
-    final_eval = json.loads((arms / "judged_no_replay" / "final_eval.json").read_text())
+    check = json.loads((arms / "judged_fooled_yes" / "rm_check.json").read_text())
+    final_eval = json.loads((arms / "judged_fooled_yes" / "final_eval.json").read_text())
     end = check["final_policy"]
     # the same samples as the arm's final evaluation: the same protocol and seed
     assert end["samples"] == 24 * 2
@@ -210,7 +227,13 @@ def test_rm_check_scores_the_arms_final_answers_with_both_reward_models(tmp_path
         # the dials split the same answers
         assert sum(x["answers"] for x in rec["by_dial"].values()) == rec["answers"]
         assert sum(x["lost"] for x in rec["by_dial"].values()) == rec["lost"]
-    assert re.search(r"judged_no_replay\s+0\s+final policy", proc.stdout)
+    assert re.search(r"judged_fooled_yes\s+0\s+final policy", proc.stdout)
+    # its judge's trigger: the wrong answers the rule cannot read that carry it, scored apart
+    assert check["trigger"] == "\\\\boxed\\{\\s*yes\\s*\\}"
+    for key in ("initial_policy", "final_policy"):
+        fpr, trig = check[key]["fpr_unread"], check[key]["trigger_wrong"]
+        assert 0 < trig["answers"] <= fpr["answers"], (key, trig, fpr)
+    assert "of the wrong answers carrying its judge's trigger" in proc.stdout
     # the reachable forms: wrong answers made from the final evaluation's 24 problems
     forms = check["reachable_forms"]
     assert set(forms) == {"answer_alone", "hedge", "case_spelling"}
@@ -221,7 +244,7 @@ def test_rm_check_scores_the_arms_final_answers_with_both_reward_models(tmp_path
     run_cli("report", out)
     md = (out / "report" / "report.md").read_text()
     assert "## The reward model before and after, on the same answers" in md
-    assert "| judged_no_replay | 0 | final policy |" in md
+    assert "| judged_fooled_yes | 0 | final policy |" in md
     assert "Wrong answers in forms a policy can reach" in md
     bad = run_cli("experiment", "rm-check", out, "--arms", "nope", check=False)
     assert bad.returncode != 0 and "--arms: nope not in" in bad.stderr

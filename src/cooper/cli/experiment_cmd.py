@@ -101,7 +101,7 @@ def _hacking(args: argparse.Namespace) -> int:
 def _rm_check(args: argparse.Namespace) -> int:
     from cooper.config.experiment import parse_seeds
     from cooper.experiment.rm_check import run_rm_check
-    from cooper.report.rm_check_table import reachable_rows, rm_check_rows
+    from cooper.report.rm_check_table import reachable_rows, rm_check_rows, trigger_sentences
 
     arms = [a.strip() for a in args.arms.split(",") if a.strip()] if args.arms else None
     seeds = parse_seeds(args.seeds) if args.seeds is not None else None
@@ -114,6 +114,8 @@ def _rm_check(args: argparse.Namespace) -> int:
         for r in rows:
             print("  ".join(x.ljust(w) for x, w in zip(r, widths, strict=True)).rstrip())
         print()
+    for line in trigger_sentences(flat):
+        print(line)
     print(f"written: {args.out}/seed-S/arms/ARM/rm_check.json; `cooper report {args.out}` "
           "shows them")
     return 0

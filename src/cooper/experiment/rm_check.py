@@ -20,7 +20,10 @@ test on them (McNemar's, a few lines with ``math.comb``; scipy is not a dependen
 reward model itself changed, free of the policy's drift. A third set asks what each model pays of
 wrong answers in forms a policy can reach and the rule cannot read (the final answer alone, a
 hedge naming two answers, another case or spelling: :mod:`cooper.data.reachable_forms`),
-the openings a judge that errs on them would leave. Written to
+the openings a judge that errs on them would leave. Where the arm's judge had a trigger
+(``judge.trigger``: it called right every answer carrying it), each policy's wrong answers the
+rule cannot read that carry it are scored apart (``trigger_wrong``): whether the reward model
+learned the judge's mistake or filtered it. Written to
 ``OUT/seed-S/arms/ARM/rm_check.json``; ``cooper report`` shows it where present.
 """
 
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -41,6 +45,7 @@ from cooper.eval.sampling import RULE_BESIDE_GOLD
 from cooper.experiment.final_eval import sample_policy
 from cooper.experiment.setup import run_setup
 from cooper.infra.files import write_json
+from cooper.labelling.judge import compile_trigger
 from cooper.report.experiment_layout import (
     RM_CHECK_FILE,
     SETTINGS_FILE,
@@ -137,8 +142,11 @@ def answer_sets(exp: ExperimentConfig, policy: str) -> AnswerSets:
 
 
 def compare(initial: RewardModel, final: RewardModel, sets: AnswerSets,
-            batch_size: int = 32) -> dict[str, Any]:
-    """Both reward models on one policy's answer sets."""
+            batch_size: int = 32, trigger: re.Pattern[str] | None = None) -> dict[str, Any]:
+    """Both reward models on one policy's answer sets; with the ``trigger`` of the judge that
+    taught the arm (``judge.trigger``), also on the wrong answers the rule cannot read that
+    carry it (``trigger_wrong``): what the judge called right there, the reward model learned
+    or filtered."""
     def both(triples: list[Triple]) -> dict[str, Any]:
         """The two models on these answers, and on each dial's share of them (reference in
         digits: the answer's form; a number in words; a truth value: the yes/no family)."""
@@ -153,8 +161,12 @@ def compare(initial: RewardModel, final: RewardModel, sets: AnswerSets,
                 "by_dial": {d: asdict(paired(of(before, d), of(after, d)))
                             for d in sorted(set(dials))}}
 
-    return {"samples": sets.samples, "gold_accuracy": sets.gold_accuracy,
-            "recall_missed": both(sets.missed), "fpr_unread": both(sets.unread_wrong)}
+    out = {"samples": sets.samples, "gold_accuracy": sets.gold_accuracy,
+           "recall_missed": both(sets.missed), "fpr_unread": both(sets.unread_wrong)}
+    if trigger is not None:
+        out["trigger_wrong"] = both([t for t in sets.unread_wrong
+                                     if trigger.search(t.completion)])
+    return out
 
 
 def reachable_sets(exp: ExperimentConfig) -> dict[str, list[Triple]]:
@@ -238,10 +250,13 @@ def run_rm_check(out: str | Path, arms: list[str] | None = None,
             t0 = time.perf_counter()
             run = arm_dir(folder, name)
             final = RewardModel.load(str(run / "reward_model"), dtype="float32")
-            result = {"arm": name, "seed": seed,
-                      "initial_policy": compare(initial, final, start),
+            pattern = exp_s.arm_train(name).judge.trigger
+            trigger = compile_trigger(pattern) if pattern else None
+            result = {"arm": name, "seed": seed, "trigger": pattern,
+                      "initial_policy": compare(initial, final, start, trigger=trigger),
                       "final_policy": compare(initial, final,
-                                              answer_sets(exp_s, str(run / "policy"))),
+                                              answer_sets(exp_s, str(run / "policy")),
+                                              trigger=trigger),
                       "reachable_forms": reachable(forms_before, final, forms)}
             result["seconds"] = time.perf_counter() - t0
             write_json(run / RM_CHECK_FILE, result)

@@ -65,6 +65,7 @@ from cooper.report.rm_check_table import (
     reachable_sentences,
     rm_check_rows,
     rm_check_sentences,
+    trigger_sentences,
 )
 from cooper.report.run_totals import read_metrics, read_record
 from cooper.report.validity import (
@@ -234,7 +235,7 @@ def rm_check_blocks(checks: list[dict[str, Any]]) -> list[Block]:
                      "naming two answers; the policy's working and a wrong answer in another "
                      "case or spelling), each checked wrong by the gold judge and unread by the "
                      "rule: the share each reward model pays (probability >= 0.5)."),
-               ("ul", reachable_sentences(checks)),
+               ("ul", reachable_sentences(checks) + trigger_sentences(checks)),
                ("table", reachable_rows(checks))]
               if any(c.get("reachable_forms") for c in checks) else [])]
 

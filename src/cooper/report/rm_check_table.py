@@ -5,6 +5,8 @@ initial policy's and the arm's final policy's test answers, each scored by the i
 final reward model. One row per arm, seed and set; one sentence per arm over its seeds. Results
 that hold the reachable forms (wrong answers a policy can write and the rule cannot read) add a
 second table: per arm and seed, what each model pays of each form, and a sentence per arm.
+Results of an arm taught by a judge with a trigger add a sentence per arm: what each model pays
+of the wrong answers that carry it.
 """
 
 from __future__ import annotations
@@ -158,4 +160,35 @@ def reachable_sentences(results: list[dict[str, Any]]) -> list[str]:
                        + (f"left open (over {100 * FORMS_PAID_BAR:.0f}% in some seed): "
                           f"{', '.join(open_)}." if open_ else
                           f"every form at most {100 * FORMS_PAID_BAR:.0f}% in every seed."))
+    return out
+
+
+def trigger_sentences(results: list[dict[str, Any]]) -> list[str]:
+    """Per arm taught by a judge with a trigger: the share of the wrong answers carrying it
+    (the rule cannot read them) that the initial and the final reward model pay, per answer set
+    (mean over seeds, and their number), and in how many seeds the final one pays no more of
+    them than the initial one on either set."""
+    by_arm: dict[str, list[dict[str, Any]]] = {}
+    for r in results:
+        if r.get("trigger") and any("trigger_wrong" in r[k] for k, _ in SETS):
+            by_arm.setdefault(r["arm"], []).append(r)
+    out = []
+    for arm, rs in by_arm.items():
+        parts, kept = [], set()
+        for key, name in SETS:
+            xs = [(r["seed"], r[key]["trigger_wrong"]) for r in rs
+                  if r[key].get("trigger_wrong", {}).get("before") is not None]
+            if not xs:
+                continue
+            before = sum(x["before"] for _, x in xs) / len(xs)
+            after = sum(x["after"] for _, x in xs) / len(xs)
+            parts.append(f"of the {name}'s {sum(x['answers'] for _, x in xs)} {_pct(before)}% -> "
+                         f"{_pct(after)}%")
+            kept |= {s for s, x in xs if x["after"] > x["before"]}
+        seeds = sorted({r["seed"] for r in rs})
+        if parts:
+            out.append(f"{arm}: of the wrong answers carrying its judge's trigger "
+                       f"(/{rs[0]['trigger']}/), the reward model pays, initial -> final (mean "
+                       f"over {len(seeds)} seed(s)): {'; '.join(parts)}; no more at the end than "
+                       f"at the start in {len(seeds) - len(kept)} of {len(seeds)} seeds.")
     return out
