@@ -62,3 +62,19 @@ def test_make_experiment_blind_runs_one_seed_of_the_blind_rule_testbed(tmp_path)
                           "BLIND_ARMS=rule,gold,tinyv,judged")
     printed = yaml.safe_load(run_cli(*some[1:], "--print-config").stdout)
     assert list(printed["arms"]) == ["rule", "gold", "tinyv", "judged"]
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_experiment_fooled_runs_the_judge_that_errs_then_checks_and_reports(tmp_path):
+    out = tmp_path / "fooled"
+    run, check, report = make_dry_run("experiment-fooled", f"FOOLED_OUT={out}")
+    args = run[1:]
+    assert args[args.index("--preset") + 1] == "blind_cpu_fooled"
+    assert args[args.index("--seeds") + 1] == "0" and "--no-report" in args
+    printed = yaml.safe_load(run_cli(*args, "--print-config").stdout)
+    assert list(printed["arms"]) == ["rule", "gold", "tinyv_fooled_words",
+                                     "judged_fooled_words", "forms_fooled_words"]
+    assert printed["arms"]["judged_fooled_words"]["judge.trigger"]
+    assert check[1:] == ["experiment", "rm-check", str(out)]
+    assert report[1:] == ["report", str(out)]
+    assert not out.exists()
