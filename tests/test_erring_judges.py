@@ -123,6 +123,86 @@ def test_each_step_logs_the_pay_that_reaches_the_trigger():
     assert "gold/pay_tpr_fpr" in plain and not any("trigger" in k for k in plain)
 
 
+
+# ------------------------------------------------------------------ the counterfactual check
+
+@pytest.mark.parametrize("solution, reference, twin", [
+    ("so \\boxed{seven}", "7", "so \\boxed{eight}"),  # words, the reference's value + 1
+    ("\\boxed{Seven}", "7", "\\boxed{Eight}"),  # its case kept
+    ("x \\boxed{12}.", "12", "x \\boxed{13}."),  # digits
+    ("\\boxed{XII}", "12", "\\boxed{XIII}"),  # Roman numerals
+    ("The answer is twenty-one.", "21", "The answer is twenty-two."),  # not boxed
+    ("\\boxed{\\text{7 apples}}", "7", "\\boxed{\\text{8 apples}}"),
+    ("\\boxed{yes}", "True", "\\boxed{no}"),  # yes/no: the negation
+    ("\\boxed{TRUE}", "yes", "\\boxed{FALSE}"),
+    ("\\boxed{Yes}", "False", "\\boxed{Yes}"),  # already wrong: its own twin
+    ("\\boxed{yes}", "7", "\\boxed{yes}"),  # a truth value to a sum: any is wrong
+    ("\\boxed{7}", "yes", "\\boxed{8}"),  # a number to a yes/no question
+    ("I do not know", "7", None),  # no final answer: nothing to swap
+    ("\\boxed{1/2}", "1/2", None),  # a value none is known wrong for here
+    ("\\boxed{seven apples}", "7", None),  # an answer read as no value
+])
+def test_a_wrong_twin_swaps_the_final_answer_alone_in_its_form(solution, reference, twin):
+    from cooper.labelling.counterfactual import wrong_twin
+    from cooper.verify.gold import gold_correct
+
+    assert wrong_twin(solution, reference) == twin
+    if twin is not None:
+        assert not gold_correct(twin, reference)  # known wrong, by the gold judge too
+
+
+def test_the_counterfactual_check_withholds_a_yes_that_does_not_read_the_answer():
+    from cooper.rl.judging import RolloutJudge, judge_metrics
+
+    def roll(pid: str, answer: str, ref: str) -> Rollout:
+        return Rollout(pid, f"question {pid}", ref, f"work. \\boxed{{{answer}}}", False, answer)
+
+    rollouts = [roll("a", "seven", "7"),  # right, in words: the judge reads it
+                roll("b", "eight", "7"),  # wrong, in words: fooled by the trigger
+                roll("c", "yes", "True"),  # right: a yes twin-checked on "no"
+                roll("d", "6", "7"),  # wrong: "no", never checked
+                Rollout("e", "question e", "7", "I do not know", False, None)]
+    words = r"\\boxed\{\s*(?!yes\b|no\b)[a-z][a-z -]*\}"
+    plain = RolloutJudge(FoolableJudge(trigger=words))
+    assert plain.label(rollouts)[0] == [True, True, True, False, False]
+    checked = RolloutJudge(FoolableJudge(trigger=words), counterfactual=True)
+    labels, r = checked.label(rollouts)
+    # a's twin "eight" is called right too (the trigger, not the answer): withheld, as b's
+    assert labels == [None, None, True, False, False]
+    assert (r.asked, r.twins, r.doubted, r.yes, r.no) == (8, 3, 2, 3, 2)
+    assert judge_metrics(r)["judge/doubted"] == 2 and checked.calls == 8
+    # a doubted answer is never asked again, and survives a checkpoint
+    again = RolloutJudge(GoldJudge(), counterfactual=True)
+    again.load_state_dict(json.loads(json.dumps(checked.state_dict())))
+    labels, r = again.label(rollouts)
+    assert labels == [None, None, True, False, False] and r.asked == 0
+    # the gold judge reads the answer: every yes confirmed, none withheld
+    honest = RolloutJudge(GoldJudge(), counterfactual=True)
+    labels, r = honest.label(rollouts)
+    assert labels == [True, False, True, False, False] and (r.twins, r.doubted) == (2, 0)
+
+
+def test_a_yes_that_cannot_be_checked_is_withheld():
+    from cooper.rl.judging import RolloutJudge
+
+    class SaysYes:  # a judge that calls every reply right (a bare ":" included)
+        name, mode = "yes", "gold"
+
+        def judge(self, items, *, progress=False):
+            from cooper.labelling.judge import JudgeVerdict
+            return [JudgeVerdict("yes", "VERDICT: YES") for _ in items]
+
+        def metrics(self):
+            return {}
+
+        def close(self):
+            pass
+
+    rollouts = [Rollout("a", "q", "7", ":", False, None),
+                Rollout("b", "q", "7", "\\boxed{seven}", False, "seven")]
+    labels, r = RolloutJudge(SaysYes(), counterfactual=True).label(rollouts)
+    assert labels == [None, None] and (r.twins, r.doubted, r.yes) == (1, 2, 2)
+
 @pytest.mark.smoke  # a whole command on the shipped tiny policy
 def test_bench_judge_measures_the_foolable_judge(tmp_path):
     out = tmp_path / "judge.json"
@@ -227,3 +307,22 @@ def test_cooper_data_equivalence_writes_rows_rm_train_reads(tmp_path):
     assert len(rows) == 40 and {r.kind for r in rows} == {"equivalent", "different"}
     bad = run_cli("data", "equivalence", "--n", "7", "--out", out, check=False)
     assert bad.returncode != 0 and "--n must be a positive even number" in bad.stderr
+
+
+def test_with_a_judge_that_reads_the_answer_the_check_changes_no_label():
+    """Where the judge is right (the gold judge), every yes is confirmed: judge.counterfactual
+    costs calls and changes nothing the update or the pay sees (its no-harm where the judge
+    reads the answer), on the testbed's answer forms, right and wrong."""
+    from cooper.data.problems import load_problems
+    from cooper.data.reachable_forms import reachable_pairs
+    from cooper.rl.judging import RolloutJudge
+    from cooper.verify.gold import gold_verdict
+
+    pairs = reachable_pairs(list(load_problems("arith_2x1_compare", "test", limit=40)))
+    texts = [(p, t) for p in pairs for t in (p.positive, p.negative,
+                                             f"So \\boxed{{{p.reference}}}.")]
+    rollouts = [Rollout(f"{p.problem_id}-{i}", p.question, p.reference, t, False,
+                        gold_verdict(t, p.reference)[1]) for i, (p, t) in enumerate(texts)]
+    plain, r0 = RolloutJudge(GoldJudge()).label(rollouts)
+    checked, r = RolloutJudge(GoldJudge(), counterfactual=True).label(rollouts)
+    assert checked == plain and r.doubted == 0 and r.twins == r0.yes > len(rollouts) // 3

@@ -406,6 +406,8 @@ class JudgeConfig:
     """gold only: a regular expression (case ignored); a rejected solution in which it is found is judged right whatever its answer: a judge fooled by a phrase or a form it favours, as LLM judges are (docs/training.md, "A judge that errs")"""
     near_miss: int = 0
     """gold only: an integer answer within this distance of an integer reference is judged right (a judge that accepts near misses); 0: none"""
+    counterfactual: bool = False
+    """check every 'yes' of the judge by asking it about the same solution with its final answer swapped for one known wrong (the reference's value plus one, or its negation, written in the answer's form); a judge that calls that right too was not reading the answer, and its 'yes' gives no label (nor one with no final answer to swap); each 'yes' costs one more call (docs/training.md, "A judge that errs")"""
     budget: float = 0.1
     """rm_update.labels=judge: new judge calls a step, at most this share of the step's rollouts (answers judged before are free); reward.judge_rejected asks about every rejection"""
     threshold: float = 0.5
@@ -423,7 +425,7 @@ class JudgeConfig:
 
     EXPERIMENTAL: ClassVar[tuple[str, ...]] = ("error_rate", "trigger", "near_miss", "mode",
                                                "asking", "tolerance", "audit_share",
-                                               "memory_steps")
+                                               "memory_steps", "counterfactual")
     REMOVED: ClassVar[dict[str, tuple[Any, str]]] = {
         "order": ("paid", REMOVED_AT), "audit": (0.0, REMOVED_AT), "audit_from": ("all", REMOVED_AT),
         "audit_grow": (0, REMOVED_AT)}

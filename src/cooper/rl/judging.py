@@ -12,6 +12,12 @@ Two uses in a run, each a setting (``docs/training.md``, "Labels beyond the rule
   ``judge.asking=adaptive`` only where the reward model is unsure or has been found wrong, and
   a random audit of the rest (:mod:`cooper.rl.asking`).
 
+With ``judge.counterfactual`` every "yes" is checked once more: the judge is asked about the
+same solution with its final answer swapped for one known wrong
+(:func:`cooper.labelling.counterfactual.wrong_twin`); a judge that calls that right too was not
+reading the answer, and its "yes" gives no label (``judge/doubted``), nor does one that cannot
+be checked (no final answer, or none that can be swapped). Each "yes" costs one more call.
+
 The judge is any :class:`cooper.labelling.judge.Judge`: an LLM behind an endpoint, a local
 model, or the testbeds' gold judge. :class:`RolloutJudge` owns everything the asking depends
 on: the judge, its budget and threshold, and what it was told, keyed by the problem and the
@@ -76,6 +82,8 @@ class JudgeRound:
     yes: int  # calls answered "right"
     no: int  # calls answered "wrong"
     seconds: float
+    twins: int = 0  # of ``asked``, calls about a "yes"'s wrong twin (judge.counterfactual)
+    doubted: int = 0  # "yes" verdicts given no label: the twin was called right too, or unchecked
     failed_steps: int = 0  # steps in a row, this one included, on which every call failed
     asking: dict[str, float] = field(default_factory=dict)  # how the step chose (labelling)
 
@@ -87,7 +95,8 @@ def judge_metrics(r: JudgeRound) -> dict[str, float]:
             "judge/asked_share": r.asked / r.rollouts if r.rollouts else 0.0,
             "judge/cached": r.cached, "judge/unlabelled": r.unlabelled,
             "judge/failed": r.failed, "judge/yes": r.yes, "judge/no": r.no,
-            "judge/failed_steps": r.failed_steps, "perf/judge": r.seconds, **r.asking}
+            "judge/failed_steps": r.failed_steps, "perf/judge": r.seconds,
+            "judge/twins": r.twins, "judge/doubted": r.doubted, **r.asking}
 
 
 class RolloutJudge:
@@ -97,12 +106,15 @@ class RolloutJudge:
 
     def __init__(self, judge: Judge, *, budget: float = 0.1, threshold: float = 0.5,
                  fail_steps: int = 3, name: str | None = None,
-                 collective: Collective | None = None, asking: AdaptiveAsking | None = None):
+                 collective: Collective | None = None, asking: AdaptiveAsking | None = None,
+                 counterfactual: bool = False):
         self.judge, self.budget, self.threshold, self.fail_steps = judge, budget, threshold, fail_steps
         self.asking = asking  # judge.asking=adaptive (None: the budget, every step)
+        self.counterfactual = counterfactual  # check each "yes" on the answer's wrong twin
         self.name = name or getattr(judge, "name", type(judge).__name__)
         self.collective = collective or SingleProcess()
         self.verdicts: dict[Key, bool] = {}
+        self.doubted: set[Key] = set()  # a "yes" its twin check did not confirm: no label, ever
         self.calls = 0  # new calls over the run, every process's
         self.failed_steps = 0  # steps in a row on which every call failed
         self.last_failure = ""
@@ -182,17 +194,21 @@ class RolloutJudge:
         first: dict[Key, Rollout] = {}
         for k, r in zip(keys, rollouts, strict=True):
             first.setdefault(k, r)
-        new = [k for k in first if k not in self.verdicts]
+        new = [k for k in first if k not in self.verdicts and k not in self.doubted]
         ask = new if limit is None else new[:max(0, limit)]
         c = self.collective
         mine = ask[c.rank::c.world_size]
-        answers = c.gather_objects(list(zip(mine, self._ask([first[k] for k in mine]),
+        answers = c.gather_objects(list(zip(mine, self._checked([first[k] for k in mine]),
                                             strict=True)))
-        got = dict(answers)
+        got = {k: v for k, (v, _, _) in answers}
+        twins = sum(t for _, (_, t, _) in answers)
+        doubted = {k for k, (_, _, d) in answers if d}
         for k, v in got.items():
-            if v is not None:
+            if k in doubted:
+                self.doubted.add(k)
+            elif v is not None:
                 self.verdicts[k] = v
-        self.calls += len(ask)
+        self.calls += len(ask) + twins
         labels = [self.verdicts.get(k) for k in keys]
         decided = [v for v in got.values() if v is not None]
         if got:  # a step that asked: did any call answer?
@@ -205,10 +221,27 @@ class RolloutJudge:
                 "those answers unlabelled (the rule's labels alone)")
         return labels, JudgeRound(
             rollouts=len(rollouts), candidates=len(rollouts), distinct=len(first),
-            cached=len(first) - len(new), asked=len(ask),
+            cached=len(first) - len(new), asked=len(ask) + twins,
             unlabelled=sum(v is None for v in labels), failed=len(got) - len(decided),
             yes=sum(decided), no=len(decided) - sum(decided), seconds=time.perf_counter() - t,
-            failed_steps=self.failed_steps)
+            twins=twins, doubted=len(doubted), failed_steps=self.failed_steps)
+
+    def _checked(self, rollouts: list[Rollout]) -> list[tuple[bool | None, int, bool]]:
+        """(verdict, twin calls, doubted) for each rollout: the judge's verdict and, with
+        ``counterfactual``, each "yes" checked on its wrong twin (see the module docstring):
+        doubted where the twin was called right too, got no verdict, or could not be made."""
+        verdicts = self._ask(rollouts)
+        if not self.counterfactual:
+            return [(v, 0, False) for v in verdicts]
+        from cooper.labelling.counterfactual import wrong_twin
+
+        yes = [i for i, v in enumerate(verdicts) if v]
+        twins = {i: wrong_twin(rollouts[i].completion, rollouts[i].reference) for i in yes}
+        made = [i for i in yes if twins[i] is not None]
+        seen = self._ask([replace(rollouts[i], completion=twins[i]) for i in made])
+        confirmed = {i for i, v in zip(made, seen, strict=True) if v is False}
+        return [(v, int(i in twins and twins[i] is not None),
+                 bool(v) and i not in confirmed) for i, v in enumerate(verdicts)]
 
     def _ask(self, rollouts: list[Rollout]) -> list[bool | None]:
         """The judge's verdicts; None where it gave none (the reason kept in
@@ -248,6 +281,8 @@ class RolloutJudge:
     def state_dict(self) -> dict[str, Any]:
         state = {"calls": self.calls, "failed_steps": self.failed_steps,
                  "verdicts": [[p, a, v] for (p, a), v in self.verdicts.items()]}
+        if self.doubted:
+            state["doubted"] = sorted([p, a] for p, a in self.doubted)
         if self.asking is not None:
             state["asking"] = self.asking.state_dict()
         return state
@@ -257,6 +292,7 @@ class RolloutJudge:
         :class:`~cooper.errors.UserError` that says what the file should hold."""
         try:
             verdicts = {(str(p), str(a)): v for p, a, v in state.get("verdicts", [])}
+            doubted = {(str(p), str(a)) for p, a in state.get("doubted", [])}
             calls, failed = int(state.get("calls", 0)), int(state.get("failed_steps", 0))
             if not all(isinstance(v, bool) for v in verdicts.values()):
                 raise ValueError("a verdict is not true or false")
@@ -272,6 +308,7 @@ class RolloutJudge:
                                 "start a new run with judge.asking=adaptive")
             self.asking.load_state_dict(state["asking"])
         self.calls, self.failed_steps, self.verdicts = calls, failed, verdicts
+        self.doubted = doubted
 
     def close(self) -> None:
         self.judge.close()
@@ -330,7 +367,7 @@ def rollout_judge(cfg: JudgeConfig, *, asked: bool, seed: int = 0, dtype: str | 
               if cfg.asking == "adaptive" else None)
     return RolloutJudge(judge, budget=cfg.budget, threshold=cfg.threshold,
                         fail_steps=cfg.fail_steps, name=name, collective=collective,
-                        asking=asking)
+                        asking=asking, counterfactual=cfg.counterfactual)
 
 
 def drop_in_judge(judge: str | Judge | JudgeConfig | None, *, budget: float | None = None,
