@@ -334,7 +334,7 @@ def test_the_asking_preset_is_blind_cpu_with_the_asking_arms():
     assert adaptive.reward.mode == "judged" and not adaptive.reward.rm_verdicts
 
 
-def test_the_fooled_preset_is_blind_cpu_with_judges_fooled_by_what_the_policy_writes():
+def test_the_fooled_preset_is_blind_cpu_with_judges_fooled_by_what_the_policy_writes(tmp_path):
     """`blind_cpu_fooled`: blind_cpu's setup and arms, plus TinyV's design and judged Cooper
     each with a judge fooled by a trigger; each trigger finds the testbed's own forms."""
     from cooper.labelling.judge import FoolableJudge, JudgeItem
@@ -358,6 +358,10 @@ def test_the_fooled_preset_is_blind_cpu_with_judges_fooled_by_what_the_policy_wr
         # the defence arm: the same, with the reachable forms replayed from the setup's rows
         forms = fooled.arm_train(f"forms_fooled_{name}").to_dict()
         plain = fooled.arm_train(f"judged_fooled_{name}").to_dict()
+        # and the same, each yes checked on its wrong twin: that setting alone differs
+        checked = fooled.arm_train(f"checked_fooled_{name}").to_dict()
+        assert checked["judge"]["counterfactual"] and not plain["judge"]["counterfactual"]
+        assert checked == {**plain, "judge": {**plain["judge"], "counterfactual": True}}
         assert forms["rm_update"].pop("replay_forms") == 8 and plain["rm_update"].pop(
             "replay_forms") == 0
         assert {k: forms[k] for k in ("rm_update", "judge", "reward")} == {
@@ -365,6 +369,12 @@ def test_the_fooled_preset_is_blind_cpu_with_judges_fooled_by_what_the_policy_wr
     gold = fooled.arm_train("judged_forms")
     assert (gold.judge.trigger, gold.rm_update.replay_forms) == (None, 8)
     # the forms come from the setup's training rows: a setup that trains on none says so
-    with pytest.raises(ConfigError, match="replay_forms"):
+    with pytest.raises(ConfigError, match=r"\(rm_update.replay=16, rm_update.replay_forms=8\)"):
         load_experiment("blind_cpu_fooled", ["rm_init.triples=0",
                                              "arms=judged_forms"]).validate()
+    # the forms alone (no rows replayed) are refused on their own account
+    alone = tmp_path / "forms_alone.yaml"
+    alone.write_text("base: blind_cpu_fooled\narms:\n  forms_alone:\n    from: judged_forms\n"
+                     "    rm_update.replay: 0\n")
+    with pytest.raises(ConfigError, match=r"\(rm_update.replay_forms=8\), but rm_init"):
+        load_experiment(str(alone), ["rm_init.triples=0", "arms=forms_alone"]).validate()

@@ -265,10 +265,12 @@ class ExperimentConfig:
             if t.rm_update.replay or t.rm_update.replay_forms:
                 # the runner gives it the setup's training rows
                 if not self.rm_init.triples:
+                    used = ", ".join(f"rm_update.{k}={getattr(t.rm_update, k)}"
+                                     for k in ("replay", "replay_forms") if getattr(t.rm_update, k))
                     raise ConfigError(f"arm '{arm}' replays the initial reward model's training "
-                                      "rows or their problems (rm_update.replay, replay_forms), "
-                                      "but rm_init.triples=0 trains it on none: set "
-                                      "rm_init.triples, or drop the replay")
+                                      f"rows or their problems ({used}), but rm_init.triples=0 "
+                                      "trains it on none: set rm_init.triples, or drop the "
+                                      "replay")
                 t.rm_update.replay_file = "rm_train.jsonl"
             try:
                 t.validate()
