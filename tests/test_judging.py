@@ -383,7 +383,9 @@ def test_cooper_train_with_judged_labels_and_replay_resumes_with_the_judges_memo
 @pytest.mark.smoke
 def test_cooper_train_pays_the_judges_yes_on_the_rules_rejections(tmp_path):
     """The testbed's policy answers comparisons, which the rule never pays and the gold judge
-    does: the policy is paid the gold accuracy, far above the rule's."""
+    does: the policy is paid the gold accuracy, far above the rule's. Each yes is checked on
+    its wrong twin (judge.counterfactual), which the gold judge, reading the answer, confirms:
+    the same pay, one more call per yes."""
     from conftest import run_cli
     from cooper.experiment.testbed import TINY_ARITH_COMPARE, tiny_arith_models
     from test_train_smoke import metrics
@@ -392,6 +394,7 @@ def test_cooper_train_pays_the_judges_yes_on_the_rules_rejections(tmp_path):
     out = tmp_path / "tinyv"
     args = [a.replace("reward.mode=hybrid_cooper", "reward.mode=rule")
             for a in compare_args(compare, out, "reward.judge_rejected=true",
+                                  "judge.counterfactual=true",
                                   "rollout.max_completion_length=64")]
     run_cli(*args)
     steps = [r for r in metrics(out) if "loss" in r]
@@ -400,7 +403,9 @@ def test_cooper_train_pays_the_judges_yes_on_the_rules_rejections(tmp_path):
         # paid: the rule's yes and the judge's (gold, so exactly the gold accuracy)
         assert r["reward"] == pytest.approx(r["gold/accuracy"])
         assert r["hacking/gold_gap"] == pytest.approx(0.0)
+        assert r["judge/twins"] == r["judge/yes"] and r["judge/doubted"] == 0
     assert sum(r["gold/accuracy"] - r["reward/rule_mean"] for r in steps) > 0.2
+    assert sum(r["judge/twins"] for r in steps) > 0
 
 
 def test_the_drop_in_takes_a_judge(arith):
