@@ -28,6 +28,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from cooper.report.experiment_report import read_arm as load_run
 from cooper.report.figures import Run, hacking_figures
 from cooper.report.rm_check_table import recall_held
 from cooper.report.verdict import seed_verdict
@@ -35,17 +36,6 @@ from cooper.report.verdict import seed_verdict
 
 def _json(path: Path) -> Any:
     return json.loads(path.read_text()) if path.exists() else None
-
-
-def load_run(out: Path, seed: int, arm: str) -> Run | None:
-    folder = out / f"seed-{seed}" / "arms" / arm
-    if not (folder / "metrics.jsonl").exists():
-        return None
-    rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()
-            if line.strip()]
-    mode = (_json(folder / "arm.json") or {}).get("mode") or "judged"
-    return Run(arm, seed, mode, rows, _json(folder / "final_eval_last.json")
-               or _json(folder / "final_eval.json"), _json(folder / "trained.json"))
 
 
 def calls(run: Run) -> tuple[float, float, float]:

@@ -94,7 +94,7 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     return read_metrics(path) if path.is_file() else []
 
 
-def _run(name: str, seed: int, mode: str, folder: Path) -> Run:
+def read_run(name: str, seed: int, mode: str, folder: Path) -> Run:
     """One arm's run in one seed: its headline is the mean over its last policies where the
     experiment scored them (``final_eval_last.json``), else the final policy's scores."""
     final = read_record(folder / "final_eval.json")
@@ -103,11 +103,21 @@ def _run(name: str, seed: int, mode: str, folder: Path) -> Run:
                read_record(folder / "trained.json"), final if last else None)
 
 
+def read_arm(out: Path, seed: int, arm: str) -> Run | None:
+    """``arm``'s run in seed ``seed`` of the experiment folder ``out`` (its reward mode from
+    ``arm.json``), None where it has not run: what the bars in ``tools/`` check."""
+    folder = arm_dir(out / f"seed-{seed}", arm)
+    if not (folder / "metrics.jsonl").is_file():
+        return None
+    arm_json = read_record(folder / "arm.json") or {}
+    return read_run(arm, seed, arm_json.get("mode") or "judged", folder)
+
+
 def load_arms(settings: dict[str, Any], seeds: list[tuple[int, Path]]) -> list[Arm]:
     """Each arm with one run per seed, read from the seed folders."""
     out = []
     for name, label, mode, own in arm_specs(settings):
-        runs = [_run(name, seed, mode, arm_dir(f, name)) for seed, f in seeds]
+        runs = [read_run(name, seed, mode, arm_dir(f, name)) for seed, f in seeds]
         out.append(Arm(name, arm_label(name, label), mode, runs,
                        ceiling=mode == "rule" and pays_by_gold(settings, own)))
     return out
