@@ -378,3 +378,21 @@ def test_the_fooled_preset_is_blind_cpu_with_judges_fooled_by_what_the_policy_wr
                      "    rm_update.replay: 0\n")
     with pytest.raises(ConfigError, match=r"\(rm_update.replay_forms=8\), but rm_init"):
         load_experiment(str(alone), ["rm_init.triples=0", "arms=forms_alone"]).validate()
+
+
+def test_the_fooled_preset_runs_the_learned_judge_and_the_check_with_the_forms_replayed():
+    """The learned judge's arms are TinyV's design and judged Cooper with that judge alone
+    changed; the defence arm is the checked arm with the reachable forms replayed."""
+    fooled = load_experiment("blind_cpu_fooled").validate()
+    for name in ("tinyv", "judged"):
+        fooled_yes = fooled.arm_train(f"{name}_fooled_yes").to_dict()
+        learned = fooled.arm_train(f"{name}_learned").to_dict()
+        assert (learned["judge"]["backend"], learned["judge"]["model"],
+                learned["judge"]["trigger"]) == ("verifier", "runs/judge/verifier", None)
+        # the judge is the only difference from the same design paid by the foolable judge
+        assert {k: v for k, v in learned.items() if k != "judge"} == {
+            k: v for k, v in fooled_yes.items() if k != "judge"}
+    checked = fooled.arm_train("checked_fooled_words").to_dict()
+    both = fooled.arm_train("checked_forms_fooled_words").to_dict()
+    assert both["judge"]["counterfactual"] and both["rm_update"]["replay_forms"] == 8
+    assert both == {**checked, "rm_update": {**checked["rm_update"], "replay_forms": 8}}
