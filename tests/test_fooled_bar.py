@@ -17,7 +17,7 @@ spec.loader.exec_module(fooled_bar)
 
 def write_run(out: Path, seed: int, arm: str, accuracy: float, *, top_wrong: float = 0.0,
               trigger: tuple[float, float] | None = (0.6, 0.5), recall: tuple[int, int] = (3, 1),
-              forms: float = 0.02) -> None:
+              forms: float = 0.02, mistake: str = "trigger_wrong") -> None:
     d = out / f"seed-{seed}" / "arms" / arm
     d.mkdir(parents=True)
     rows = [{"step": s + 1, "reward/rule_mean": 0.3, "judge/asked": 6.0,
@@ -27,7 +27,7 @@ def write_run(out: Path, seed: int, arm: str, accuracy: float, *, top_wrong: flo
     gained, lost = recall
     check = {"initial_policy": {"recall_missed": {"before": 0.95, "after": 0.95 + (gained - lost)
                                                   / 700, "gained": gained, "lost": lost}},
-             "final_policy": {"trigger_wrong": (
+             "final_policy": {mistake: (
                  {"answers": 40, "before": trigger[0], "after": trigger[1]} if trigger
                  else {"answers": 0, "before": None, "after": None})},
              "reachable_forms": {f: {"after": forms} for f in fooled_bar.FORMS}}
@@ -69,6 +69,20 @@ def test_the_bar_passes_only_where_every_criterion_holds(tmp_path):
     (tmp_path / "seed-3" / "arms" / "checked").mkdir(parents=True)
     missing = figures(tmp_path, "checked", seeds=(0, 1, 2, 3))
     assert fooled_bar.bar(missing)["why"] == "a seed is missing its figures"
+
+
+def test_a_learned_judges_mistakes_stand_for_the_trigger(tmp_path):
+    """An arm taught by a learned judge has no trigger: the wrong answers the judge calls right
+    (rm-check's judge_wrong) are what its reward model must not learn; a check that scores
+    neither is a missing figure, not a pass."""
+    for seed in (0, 1, 2):
+        write_run(tmp_path, seed, "rule", 0.59)
+        write_run(tmp_path, seed, "learned", 0.64, mistake="judge_wrong")
+        write_run(tmp_path, seed, "learns", 0.64, mistake="judge_wrong", trigger=(0.3, 0.4))
+        write_run(tmp_path, seed, "unscored", 0.64, mistake="other")
+    assert fooled_bar.bar(figures(tmp_path, "learned"))["filters"]
+    assert not fooled_bar.bar(figures(tmp_path, "learns"))["criteria"]["trigger_paid_no_more"]
+    assert "scores no judge mistake" in figures(tmp_path, "unscored")[0]["missing"]
 
 
 def test_a_folder_without_seeds_is_a_clear_error(tmp_path):

@@ -190,6 +190,46 @@ def test_the_trigger_sentence_says_whether_the_reward_model_learned_the_judges_m
     assert "of the initial policy's 80 50.0% -> 50.0%" in line
     assert line.endswith("no more at the end than at the start in 1 of 2 seeds.")
     assert trigger_sentences([result(0, 0.5, 0.5)])[0].endswith("in 1 of 1 seeds.")
+    # a learned judge has no trigger: the wrong answers it calls right are scored instead
+    learned = {"arm": "judged_learned", "seed": 0, "trigger": None, "judge": "verifier (v)",
+               "initial_policy": {"judge_wrong": result(0, 0.2, 0.1)["final_policy"][
+                   "trigger_wrong"]}, "final_policy": {}}
+    (line,) = trigger_sentences([learned])
+    assert line.startswith("judged_learned: of the wrong answers its judge (verifier (v)) calls "
+                           "right, the reward model pays") and "20.0% -> 10.0%" in line
+
+
+def test_rm_check_asks_a_learned_judge_which_wrong_answers_it_calls_right(tmp_path):
+    """A learned judge's mistakes are not a pattern: rm-check asks the arm's own judge, and
+    the wrong answers it calls right are the ones scored apart."""
+    from cooper.config.experiment import load_experiment
+    from cooper.experiment.rm_check import AnswerSets, called_right, compare, model_judge
+    from cooper.experiment.testbed import tiny_arith_models
+    from cooper.rm.model import RewardModel
+    from cooper.types import Triple
+
+    verifier = tiny_arith_models() / "reward"
+    preset = tmp_path / "learned.yaml"
+    preset.write_text(f"base: blind_cpu_fooled\narms:\n  learned_here:\n    from: judged_learned"
+                      f"\n    judge.model: {verifier}\n")
+    exp = load_experiment(str(preset), ["arms=learned_here,judged_fooled_yes,judged_fooled_words"]).validate()
+    judge = model_judge(exp, "learned_here", 0)
+    assert judge is not None and judge.mode == "verifier"
+    assert model_judge(exp, "judged_fooled_yes", 0) is None  # a trigger: scored by its pattern
+    from cooper.labelling.judge import FoolableJudge
+
+    wrong = [Triple(f"What is {a} + 5?", str(a + 5), f"The answer is \\boxed{{{w}}}.")
+             for a, w in ((3, "nine"), (4, "10"), (6, "twelve"), (2, "6"), (7, "no"))]
+    rm = RewardModel.load(str(verifier))
+    # the learned judge's verdict is its probability against 0.5
+    assert called_right(judge, wrong) == [
+        t for t, p in zip(wrong, rm.score(wrong), strict=True) if p >= 0.5]
+    # any judge: the answers it calls right, in their order (here one fooled by words)
+    words = FoolableJudge(trigger=exp.arm_train("judged_fooled_words").judge.trigger)
+    assert called_right(words, wrong) == [wrong[0], wrong[2]]
+    out = compare(rm, rm, AnswerSets(5, 0.0, [], wrong), judge=words)
+    assert out["judge_wrong"]["answers"] == 2 and out["fpr_unread"]["answers"] == 5
+    assert "judge_wrong" not in compare(rm, rm, AnswerSets(5, 0.0, [], wrong))
 
 
 @pytest.mark.smoke

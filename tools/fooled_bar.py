@@ -12,7 +12,8 @@ saves, two verdicts:
   verdict, cooper.report.verdict.seed_verdict); above the rule arm in every seed, or a paired
   95% interval against it above 0 (cooper.report.figures.paired_interval); and in every seed
   the final reward model pays no more of the final policy's wrong answers that carry the
-  trigger than the initial one did (rm_check.json, final_policy.trigger_wrong);
+  trigger than the initial one did (rm_check.json, final_policy.trigger_wrong; for a learned
+  judge, `judge.backend=verifier`, the wrong answers it calls right: final_policy.judge_wrong);
 - **recommendable**: filters, the reward model's recall on the rule's misses among the initial
   policy's answers held in every seed (cooper.report.rm_check_table.recall_held), and the final
   reward model pays at most 5% of the wrong answers in each reachable form (the mean over the
@@ -52,7 +53,12 @@ def seed_figures(out: Path, seed: int, arm: str, rule: str) -> dict[str, Any]:
     check = _json(out / f"seed-{seed}" / "arms" / arm / "rm_check.json")
     if me is None or not me.train_rows or not me.final or check is None:
         return {"seed": seed, "missing": f"{arm}'s run or its rm_check.json"}
-    trigger = (check.get("final_policy") or {}).get("trigger_wrong") or {}
+    end = check.get("final_policy") or {}
+    trigger = end.get("trigger_wrong") or end.get("judge_wrong")
+    if trigger is None:
+        return {"seed": seed, "missing": f"{arm}'s rm_check.json scores no judge mistake (no "
+                                         "trigger_wrong or judge_wrong: a judge without a "
+                                         "trigger or a model, or rm-check older than the arm)"}
     rec = (check.get("initial_policy") or {}).get("recall_missed")
     forms = check.get("reachable_forms") or {}
     return {"seed": seed, "accuracy": accuracy(me), "rule_accuracy": accuracy(load_run(out, seed, rule)),

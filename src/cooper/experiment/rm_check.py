@@ -23,7 +23,10 @@ hedge naming two answers, another case or spelling: :mod:`cooper.data.reachable_
 the openings a judge that errs on them would leave. Where the arm's judge had a trigger
 (``judge.trigger``: it called right every answer carrying it), each policy's wrong answers the
 rule cannot read that carry it are scored apart (``trigger_wrong``): whether the reward model
-learned the judge's mistake or filtered it. Written to
+learned the judge's mistake or filtered it. Where the arm's judge is a model that runs here (a
+learned verifier, ``judge.backend=verifier``, or a local model), its mistakes are not a pattern:
+it is asked about those wrong answers, and the ones it calls right are scored apart
+(``judge_wrong``), to the same end. Written to
 ``OUT/seed-S/arms/ARM/rm_check.json``; ``cooper report`` shows it where present.
 """
 
@@ -45,7 +48,7 @@ from cooper.eval.sampling import RULE_BESIDE_GOLD
 from cooper.experiment.final_eval import sample_policy
 from cooper.experiment.setup import run_setup
 from cooper.infra.files import write_json
-from cooper.labelling.judge import compile_trigger
+from cooper.labelling.judge import Judge, JudgeItem, compile_trigger, judge_from_config
 from cooper.report.experiment_layout import (
     RM_CHECK_FILE,
     SETTINGS_FILE,
@@ -141,12 +144,21 @@ def answer_sets(exp: ExperimentConfig, policy: str) -> AnswerSets:
     return AnswerSets(samples, right / samples if samples else 0.0, missed, unread)
 
 
+def called_right(judge: Judge, triples: list[Triple]) -> list[Triple]:
+    """The answers among ``triples`` that ``judge`` calls right (a failed verdict is not)."""
+    verdicts = judge.judge([JudgeItem(t.question, t.reference, t.completion)
+                            for t in triples]) if triples else []
+    return [t for t, v in zip(triples, verdicts, strict=True) if v.correct]
+
+
 def compare(initial: RewardModel, final: RewardModel, sets: AnswerSets,
-            batch_size: int = 32, trigger: re.Pattern[str] | None = None) -> dict[str, Any]:
+            batch_size: int = 32, trigger: re.Pattern[str] | None = None,
+            judge: Judge | None = None) -> dict[str, Any]:
     """Both reward models on one policy's answer sets; with the ``trigger`` of the judge that
     taught the arm (``judge.trigger``), also on the wrong answers the rule cannot read that
     carry it (``trigger_wrong``): what the judge called right there, the reward model learned
-    or filtered."""
+    or filtered. With a model as the arm's ``judge``, the same on the wrong answers it calls
+    right (``judge_wrong``)."""
     def both(triples: list[Triple]) -> dict[str, Any]:
         """The two models on these answers, and on each dial's share of them (reference in
         digits: the answer's form; a number in words; a truth value: the yes/no family)."""
@@ -166,7 +178,19 @@ def compare(initial: RewardModel, final: RewardModel, sets: AnswerSets,
     if trigger is not None:
         out["trigger_wrong"] = both([t for t in sets.unread_wrong
                                      if trigger.search(t.completion)])
+    if judge is not None:
+        out["judge_wrong"] = both(called_right(judge, sets.unread_wrong))
     return out
+
+
+def model_judge(exp: ExperimentConfig, arm: str, seed: int) -> Judge | None:
+    """The arm's judge where it is a model that runs here (a learned verifier or a local model),
+    whose mistakes only asking it finds; None otherwise (the gold judge, whose dials are
+    patterns; no judge; an endpoint, which a check does not call)."""
+    cfg = exp.arm_train(arm).judge
+    if cfg.backend not in ("verifier", "local"):
+        return None
+    return judge_from_config(cfg, seed=seed, dtype="float32")
 
 
 def reachable_sets(exp: ExperimentConfig) -> dict[str, list[Triple]]:
@@ -252,11 +276,14 @@ def run_rm_check(out: str | Path, arms: list[str] | None = None,
             final = RewardModel.load(str(run / "reward_model"), dtype="float32")
             pattern = exp_s.arm_train(name).judge.trigger
             trigger = compile_trigger(pattern) if pattern else None
+            judge = model_judge(exp_s, name, seed)
             result = {"arm": name, "seed": seed, "trigger": pattern,
-                      "initial_policy": compare(initial, final, start, trigger=trigger),
+                      "judge": judge.name if judge is not None else None,
+                      "initial_policy": compare(initial, final, start, trigger=trigger,
+                                                judge=judge),
                       "final_policy": compare(initial, final,
                                               answer_sets(exp_s, str(run / "policy")),
-                                              trigger=trigger),
+                                              trigger=trigger, judge=judge),
                       "reachable_forms": reachable(forms_before, final, forms)}
             result["seconds"] = time.perf_counter() - t0
             write_json(run / RM_CHECK_FILE, result)

@@ -164,20 +164,22 @@ def reachable_sentences(results: list[dict[str, Any]]) -> list[str]:
 
 
 def trigger_sentences(results: list[dict[str, Any]]) -> list[str]:
-    """Per arm taught by a judge with a trigger: the share of the wrong answers carrying it
-    (the rule cannot read them) that the initial and the final reward model pay, per answer set
+    """Per arm taught by a judge that errs (a trigger; or a model, asked here): the share of
+    the wrong answers the judge calls right (carrying its trigger, or called right by the model;
+    the rule cannot read them) that the initial and the final reward model pay, per answer set
     (mean over seeds, and their number), and in how many seeds the final one pays no more of
     them than the initial one on either set."""
-    by_arm: dict[str, list[dict[str, Any]]] = {}
+    by_arm: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in results:
-        if r.get("trigger") and any("trigger_wrong" in r[k] for k, _ in SETS):
-            by_arm.setdefault(r["arm"], []).append(r)
+        for key, said in (("trigger_wrong", "trigger"), ("judge_wrong", "judge")):
+            if r.get(said) and any(key in r[k] for k, _ in SETS):
+                by_arm.setdefault((r["arm"], key), []).append(r)
     out = []
-    for arm, rs in by_arm.items():
+    for (arm, key), rs in by_arm.items():
         parts, kept = [], set()
-        for key, name in SETS:
-            xs = [(r["seed"], r[key]["trigger_wrong"]) for r in rs
-                  if r[key].get("trigger_wrong", {}).get("before") is not None]
+        for set_key, name in SETS:
+            xs = [(r["seed"], r[set_key][key]) for r in rs
+                  if r[set_key].get(key, {}).get("before") is not None]
             if not xs:
                 continue
             before = sum(x["before"] for _, x in xs) / len(xs)
@@ -186,9 +188,11 @@ def trigger_sentences(results: list[dict[str, Any]]) -> list[str]:
                          f"{_pct(after)}%")
             kept |= {s for s, x in xs if x["after"] > x["before"]}
         seeds = sorted({r["seed"] for r in rs})
+        what = (f"carrying its judge's trigger (/{rs[0]['trigger']}/)" if key == "trigger_wrong"
+                else f"its judge ({rs[0]['judge']}) calls right")
         if parts:
-            out.append(f"{arm}: of the wrong answers carrying its judge's trigger "
-                       f"(/{rs[0]['trigger']}/), the reward model pays, initial -> final (mean "
-                       f"over {len(seeds)} seed(s)): {'; '.join(parts)}; no more at the end than "
-                       f"at the start in {len(seeds) - len(kept)} of {len(seeds)} seeds.")
+            out.append(f"{arm}: of the wrong answers {what}, the reward model pays, initial -> "
+                       f"final (mean over {len(seeds)} seed(s)): {'; '.join(parts)}; no more at "
+                       f"the end than at the start in {len(seeds) - len(kept)} of {len(seeds)} "
+                       "seeds.")
     return out
