@@ -392,6 +392,10 @@ def test_the_fooled_preset_runs_the_learned_judge_and_the_check_with_the_forms_r
         # the judge is the only difference from the same design paid by the foolable judge
         assert {k: v for k, v in learned.items() if k != "judge"} == {
             k: v for k, v in fooled_yes.items() if k != "judge"}
+    # and judged Cooper with the learned judge's every yes checked: that setting alone differs
+    learned = fooled.arm_train("judged_learned").to_dict()
+    checked_learned = fooled.arm_train("checked_learned").to_dict()
+    assert checked_learned == {**learned, "judge": {**learned["judge"], "counterfactual": True}}
     checked = fooled.arm_train("checked_fooled_words").to_dict()
     both = fooled.arm_train("checked_forms_fooled_words").to_dict()
     assert both["judge"]["counterfactual"] and both["rm_update"]["replay_forms"] == 8
