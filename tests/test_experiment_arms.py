@@ -397,6 +397,6 @@ def test_the_fooled_preset_runs_the_learned_judge_and_the_check_with_the_forms_r
     checked_learned = fooled.arm_train("checked_learned").to_dict()
     assert checked_learned == {**learned, "judge": {**learned["judge"], "counterfactual": True}}
     checked = fooled.arm_train("checked_fooled_words").to_dict()
-    both = fooled.arm_train("checked_forms_fooled_words").to_dict()
+    both = fooled.arm_train("checked_forms_words").to_dict()
     assert both["judge"]["counterfactual"] and both["rm_update"]["replay_forms"] == 8
     assert both == {**checked, "rm_update": {**checked["rm_update"], "replay_forms": 8}}
