@@ -182,8 +182,8 @@ def test_the_counterfactual_check_withholds_a_yes_that_does_not_read_the_answer(
     assert labels == [True, False, True, False, False] and (r.twins, r.doubted) == (2, 0)
 
 
-def test_a_yes_that_cannot_be_checked_is_withheld():
-    from cooper.rl.judging import RolloutJudge
+def test_a_yes_with_no_answer_is_taught_as_no_and_one_that_cannot_be_checked_is_withheld():
+    from cooper.rl.judging import RolloutJudge, judge_metrics
 
     class SaysYes:  # a judge that calls every reply right (a bare ":" included)
         name, mode = "yes", "gold"
@@ -198,10 +198,19 @@ def test_a_yes_that_cannot_be_checked_is_withheld():
         def close(self):
             pass
 
-    rollouts = [Rollout("a", "q", "7", ":", False, None),
-                Rollout("b", "q", "7", "\\boxed{seven}", False, "seven")]
-    labels, r = RolloutJudge(SaysYes(), counterfactual=True).label(rollouts)
-    assert labels == [None, None] and (r.twins, r.doubted, r.yes) == (1, 2, 2)
+    rollouts = [Rollout("a", "q", "7", ":", False, None),  # no final answer: nothing is right
+                Rollout("b", "q", "7", "", False, None),
+                Rollout("c", "q", "7", "The answer is \\boxed{}", False, None),
+                Rollout("d", "q", "7", "\\boxed{seven}", False, "seven"),  # its twin: yes too
+                Rollout("e", "q", "7", "\\boxed{seven apples}", False, None)]  # no twin made
+    judge = RolloutJudge(SaysYes(), counterfactual=True)
+    labels, r = judge.label(rollouts)
+    assert labels == [False, False, False, None, None]
+    assert (r.asked, r.twins, r.overruled, r.doubted, r.yes, r.no) == (6, 1, 3, 2, 2, 3)
+    assert judge_metrics(r)["judge/overruled"] == 3
+    # the "no" is kept as a verdict: a later step gets it free; without the check, all yes
+    assert judge.label(rollouts[:1])[0] == [False]
+    assert RolloutJudge(SaysYes()).label(rollouts)[0] == [True] * 5
 
 @pytest.mark.smoke  # a whole command on the shipped tiny policy
 def test_bench_judge_measures_the_foolable_judge(tmp_path):

@@ -400,3 +400,7 @@ def test_the_fooled_preset_runs_the_learned_judge_and_the_check_with_the_forms_r
     both = fooled.arm_train("checked_forms_words").to_dict()
     assert both["judge"]["counterfactual"] and both["rm_update"]["replay_forms"] == 8
     assert both == {**checked, "rm_update": {**checked["rm_update"], "replay_forms": 8}}
+    # the same defence, taught by the learned judge: the forms replay alone added to its check
+    both = fooled.arm_train("checked_forms_learned").to_dict()
+    assert both == {**checked_learned,
+                    "rm_update": {**checked_learned["rm_update"], "replay_forms": 8}}

@@ -16,7 +16,12 @@ With ``judge.counterfactual`` every "yes" is checked once more: the judge is ask
 same solution with its final answer swapped for one known wrong
 (:func:`cooper.labelling.counterfactual.wrong_twin`); a judge that calls that right too was not
 reading the answer, and its "yes" gives no label (``judge/doubted``), nor does one that cannot
-be checked (no final answer, or none that can be swapped). Each "yes" costs one more call.
+be checked (a final answer that cannot be swapped). A "yes" about a reply that states no final
+answer at all (an empty one, ".", "Thought process:") is the judge's mistake whatever it read:
+no reply without an answer is right, so it is taught as "no" (``judge/overruled``), and the
+reward model learns that a reply with nothing in it is wrong instead of never hearing of it
+(a learned judge calls such replies right, and a reward model that pays them is hacked by
+them). Each other "yes" costs one more call.
 
 The judge is any :class:`cooper.labelling.judge.Judge`: an LLM behind an endpoint, a local
 model, or the testbeds' gold judge. :class:`RolloutJudge` owns everything the asking depends
@@ -84,6 +89,7 @@ class JudgeRound:
     seconds: float
     twins: int = 0  # of ``asked``, calls about a "yes"'s wrong twin (judge.counterfactual)
     doubted: int = 0  # "yes" verdicts given no label: the twin was called right too, or unchecked
+    overruled: int = 0  # "yes" verdicts on a reply with no final answer, taught as "no"
     failed_steps: int = 0  # steps in a row, this one included, on which every call failed
     asking: dict[str, float] = field(default_factory=dict)  # how the step chose (labelling)
 
@@ -96,7 +102,8 @@ def judge_metrics(r: JudgeRound) -> dict[str, float]:
             "judge/cached": r.cached, "judge/unlabelled": r.unlabelled,
             "judge/failed": r.failed, "judge/yes": r.yes, "judge/no": r.no,
             "judge/failed_steps": r.failed_steps, "perf/judge": r.seconds,
-            "judge/twins": r.twins, "judge/doubted": r.doubted, **r.asking}
+            "judge/twins": r.twins, "judge/doubted": r.doubted,
+            "judge/overruled": r.overruled, **r.asking}
 
 
 class RolloutJudge:
@@ -200,9 +207,10 @@ class RolloutJudge:
         mine = ask[c.rank::c.world_size]
         answers = c.gather_objects(list(zip(mine, self._checked([first[k] for k in mine]),
                                             strict=True)))
-        got = {k: v for k, (v, _, _) in answers}
-        twins = sum(t for _, (_, t, _) in answers)
-        doubted = {k for k, (_, _, d) in answers if d}
+        got = {k: v for k, (v, _, _, _) in answers}
+        twins = sum(t for _, (_, t, _, _) in answers)
+        doubted = {k for k, (_, _, d, _) in answers if d}
+        overruled = sum(o for _, (_, _, _, o) in answers)
         for k, v in got.items():
             if k in doubted:
                 self.doubted.add(k)
@@ -224,24 +232,31 @@ class RolloutJudge:
             cached=len(first) - len(new), asked=len(ask) + twins,
             unlabelled=sum(v is None for v in labels), failed=len(got) - len(decided),
             yes=sum(decided), no=len(decided) - sum(decided), seconds=time.perf_counter() - t,
-            twins=twins, doubted=len(doubted), failed_steps=self.failed_steps)
+            twins=twins, doubted=len(doubted), overruled=overruled,
+            failed_steps=self.failed_steps)
 
-    def _checked(self, rollouts: list[Rollout]) -> list[tuple[bool | None, int, bool]]:
-        """(verdict, twin calls, doubted) for each rollout: the judge's verdict and, with
-        ``counterfactual``, each "yes" checked on its wrong twin (see the module docstring):
-        doubted where the twin was called right too, got no verdict, or could not be made."""
+    def _checked(self, rollouts: list[Rollout]) -> list[tuple[bool | None, int, bool, bool]]:
+        """(verdict, twin calls, doubted, overruled) for each rollout: the judge's verdict and,
+        with ``counterfactual``, each "yes" checked (see the module docstring): overruled (taught
+        as "no") where the reply states no final answer; else doubted where its wrong twin was
+        called right too, got no verdict, or could not be made."""
         verdicts = self._ask(rollouts)
         if not self.counterfactual:
-            return [(v, 0, False) for v in verdicts]
+            return [(v, 0, False, False) for v in verdicts]
         from cooper.labelling.counterfactual import wrong_twin
+        from cooper.verify.extraction import find_answer
 
         yes = [i for i, v in enumerate(verdicts) if v]
-        twins = {i: wrong_twin(rollouts[i].completion, rollouts[i].reference) for i in yes}
-        made = [i for i in yes if twins[i] is not None]
+        # the same reading as the twin's and the gold judge's: no final answer, nothing to be right
+        answerless = {i for i in yes if find_answer(rollouts[i].completion, "strict") is None}
+        twins = {i: wrong_twin(rollouts[i].completion, rollouts[i].reference)
+                 for i in yes if i not in answerless}
+        made = [i for i in twins if twins[i] is not None]
         seen = self._ask([replace(rollouts[i], completion=twins[i]) for i in made])
         confirmed = {i for i, v in zip(made, seen, strict=True) if v is False}
-        return [(v, int(i in twins and twins[i] is not None),
-                 bool(v) and i not in confirmed) for i, v in enumerate(verdicts)]
+        return [(False, 0, False, True) if i in answerless else
+                (v, int(i in made), bool(v) and i not in confirmed, False)
+                for i, v in enumerate(verdicts)]
 
     def _ask(self, rollouts: list[Rollout]) -> list[bool | None]:
         """The judge's verdicts; None where it gave none (the reason kept in
