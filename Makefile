@@ -69,12 +69,13 @@ experiment-blind: setup
 
 # One seed of the blind-rule testbed with a judge that errs as LLM judges do (the gold judge
 # fooled by every final answer in words): TinyV's design paid by it, Cooper taught by it, and
-# Cooper with each of its yes checked on the answer's wrong twin (judge.counterfactual), beside
-# the rule and the ceiling; then the reward models before and after on the same answers, and
-# the report; see docs/experiment_blind.md "A judge that errs". FOOLED_ARMS=...: other arms of
-# blind_cpu_fooled (e.g. the boxed-yes dial: tinyv_fooled_yes,judged_fooled_yes,checked_fooled_yes).
+# the defence (each of its yes checked on the answer's wrong twin, judge.counterfactual, and the
+# reachable forms replayed, rm_update.replay_forms), beside the rule and the ceiling; then the
+# reward models before and after on the same answers, and the report; see
+# docs/experiment_blind.md "A judge that errs". FOOLED_ARMS=...: other arms of blind_cpu_fooled
+# (e.g. the boxed-yes dial: tinyv_fooled_yes,judged_fooled_yes,checked_fooled_yes).
 FOOLED_OUT ?= runs/fooled
-FOOLED_ARMS ?= rule,gold,tinyv_fooled_words,judged_fooled_words,checked_fooled_words
+FOOLED_ARMS ?= rule,gold,tinyv_fooled_words,judged_fooled_words,checked_forms_words
 experiment-fooled: setup
 	$(BIN)/cooper experiment hacking --preset blind_cpu_fooled --out $(FOOLED_OUT) --seeds $(SEEDS) --jobs 2 --no-report arms=$(FOOLED_ARMS)
 	$(BIN)/cooper experiment rm-check $(FOOLED_OUT)
