@@ -71,9 +71,9 @@ experiment-blind: setup
 # fooled by every final answer in words): TinyV's design paid by it, Cooper taught by it, and
 # the defence (each of its yes checked on the answer's wrong twin, judge.counterfactual, and the
 # reachable forms replayed, rm_update.replay_forms), beside the rule and the ceiling; then the
-# reward models before and after on the same answers, and the report; see
-# docs/experiment_blind.md "A judge that errs". FOOLED_ARMS=...: other arms of blind_cpu_fooled
-# (e.g. the boxed-yes dial: tinyv_fooled_yes,judged_fooled_yes,checked_fooled_yes).
+# reward models before and after on the same answers, and the report, in 19 minutes on 2 cores;
+# see docs/experiment_blind.md "A judge that errs". FOOLED_ARMS=...: other arms of
+# blind_cpu_fooled (e.g. the boxed-yes dial: tinyv_fooled_yes,judged_fooled_yes,checked_fooled_yes).
 FOOLED_OUT ?= runs/fooled
 FOOLED_ARMS ?= rule,gold,tinyv_fooled_words,judged_fooled_words,checked_forms_words
 experiment-fooled: setup
