@@ -409,3 +409,9 @@ def test_the_fooled_preset_runs_the_learned_judge_and_the_check_with_the_forms_r
     both = fooled.arm_train("checked_forms_learned").to_dict()
     assert both == {**checked_learned,
                     "rm_update": {**checked_learned["rm_update"], "replay_forms": 8}}
+    # with more of the forms' pairs (16, each of a sum's slips): only the forms replay differs
+    for judge in ("words", "learned"):
+        base = fooled.arm_train(f"checked_forms_{judge}").to_dict()
+        more = fooled.arm_train(f"checked_slips_{judge}").to_dict()
+        assert more == {**base, "rm_update": {**base["rm_update"], "replay_forms": 16,
+                                              "replay_forms_every_slip": True}}

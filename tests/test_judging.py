@@ -103,6 +103,7 @@ def test_the_judges_settings_are_checked():
         (["rm_update.replay=4"], "replay_file"),
         (["rm_update.replay_forms=2"], "replay_forms builds its pairs"),
         (["rm_update.replay_forms=-1"], "replay_forms must be >= 0"),
+        (["rm_update.replay_forms_every_slip=true"], "set rm_update.replay_forms=N too"),
     ]:
         with pytest.raises(ConfigError, match=message):
             load_config(None, ok + extra).validate()

@@ -199,8 +199,8 @@ def test_hacking_cpu_is_the_fifth_round_with_validation_every_25_steps():
     negatives as they were; and the rule arm's reward model watches every 5th step, which its
     policy does not see (reward.monitor_every). The judge's settings came after too: no judge
     (judge.backend none), so nothing is judged, paid by a judge or replayed (rows or reachable
-    forms: rm_update.replay, rm_update.replay_forms); and the hybrid
-    pay's scope (reward.hybrid_scores) and what pays in it (reward.judge_pays,
+    forms: rm_update.replay, rm_update.replay_forms, rm_update.replay_forms_every_slip); and the
+    hybrid pay's scope (reward.hybrid_scores) and what pays in it (reward.judge_pays,
     reward.rm_verdicts), at their defaults, which no arm of it uses."""
     v5 = leaves(yaml.safe_load((DATA / "hacking_cpu_v5_resolved.yaml").read_text()))
     exp = load_experiment("hacking_cpu").validate()
@@ -217,6 +217,7 @@ def test_hacking_cpu_is_the_fifth_round_with_validation_every_25_steps():
              ("train", "reward", "judge_rejected"): False, ("train", "rm_update", "labels"): "rule",
              ("train", "rm_update", "replay"): 0, ("train", "rm_update", "replay_file"): None,
              ("train", "rm_update", "replay_forms"): 0,
+             ("train", "rm_update", "replay_forms_every_slip"): False,
              ("train", "reward", "hybrid_scores"): "rejected",
              ("train", "reward", "judge_pays"): False, ("train", "reward", "rm_verdicts"): False}
     assert set(now) == set(v5) | set(added)

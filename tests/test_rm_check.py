@@ -156,6 +156,45 @@ def test_reachable_pairs_put_a_right_answer_against_a_wrong_one_in_each_form(tmp
         form_pairs(cfg.rm_update)
 
 
+def test_every_slip_pairs_a_sums_answer_alone_with_each_of_its_slips(tmp_path):
+    """rm_update.replay_forms_every_slip: a sum's right answer boxed alone in words against each
+    of its slips (one and ten off) in words, each wrong to the gold judge and unread by the rule;
+    its other forms and a comparison's pairs are the ones drawn without it."""
+    import json
+
+    from cooper.config import load_config
+    from cooper.data.reachable_forms import reachable_pairs
+    from cooper.rl.pairs import form_pairs
+    from cooper.types import Problem
+    from cooper.verify.gold import gold_correct
+
+    problems = [Problem("s", "What is 34 + 8?", "42", "t"),
+                Problem("z", "What is 1 + 0?", "1", "t"),  # 1 - 10 and 1 - 1 are both 0
+                Problem("c", "Is 3 less than 7?", "True", "t")]
+    one, every = reachable_pairs(problems), reachable_pairs(problems, every_slip=True)
+    alone = {p.id: sorted(x.negative for x in every
+                          if x.problem_id == p.id and x.negative_source == "form:answer_alone")
+             for p in problems}
+    assert alone["s"] == sorted(f"\\boxed{{{w}}}" for w in
+                                ("thirty-two", "forty-one", "forty-three", "fifty-two"))
+    assert alone["z"] == sorted(f"\\boxed{{{w}}}" for w in ("zero", "two", "eleven"))
+    assert len(alone["c"]) == 1
+    assert {x.positive for x in every if x.problem_id == "s"
+            and x.negative_source == "form:answer_alone"} == {"\\boxed{forty-two}"}
+    assert all(not gold_correct(x.negative, x.reference) for x in every)
+    kept = [x for x in every if x.problem_id == "c" or x.negative_source != "form:answer_alone"]
+    assert kept == [x for x in one if x.problem_id == "c"
+                    or x.negative_source != "form:answer_alone"]
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"question": p.question, "reference": p.reference,
+                                        "completion": f"\\boxed{{{p.reference}}}", "label": 1})
+                            + "\n" for p in problems))
+    base = ["rm_update.replay_forms=2", f"rm_update.replay_file={rows}"]
+    assert len(form_pairs(load_config(None, base).rm_update)) == len(one) == 9
+    assert len(form_pairs(load_config(None, [*base, "rm_update.replay_forms_every_slip=true"])
+                          .rm_update)) == len(every) == 9 + 3 + 2
+
+
 def test_the_reachable_forms_table_and_sentences():
     def result(arm, seed, alone_after):
         form = {"answers": 50, "before": 0.5, "gained": 0, "lost": 0, "p_value": None}

@@ -296,9 +296,12 @@ class RMUpdateConfig:
     replay_forms: int = 0
     """pairs added to every update, each a wrong answer in a form a policy can reach and the rule cannot read (the final answer alone, a hedge naming two answers, another case or spelling) against a right answer in the same form, built from the references of rm_update.replay_file's problems (the arithmetic testbeds' sums and comparisons: cooper.data.reachable_forms); 0 = off"""
 
+    replay_forms_every_slip: bool = False
+    """rm_update.replay_forms pairs a sum's final answer boxed alone in words with each of its slips (one and ten off: up to four wrong values) instead of one drawn, so the form where only the value tells right from wrong is a larger share of the pairs drawn (cooper.data.reachable_forms.reachable_pairs)"""
+
     EXPERIMENTAL: ClassVar[tuple[str, ...]] = ("positives_per_prompt", "positive_choice",
                                                "negatives_per_positive", "pair_metrics",
-                                               "replay_forms")
+                                               "replay_forms", "replay_forms_every_slip")
     REMOVED: ClassVar[dict[str, tuple[Any, str]]] = {
         "negatives_readable": (False, REMOVED_AT), "replay_judged": (0, REMOVED_AT)}
 
@@ -707,6 +710,10 @@ class TrainConfig:
             raise ConfigError("rm_update.replay_forms builds its pairs from the problems of "
                               "rm_update.replay_file: give that file, or set "
                               "rm_update.replay_forms=0")
+        if self.rm_update.replay_forms_every_slip and not self.rm_update.replay_forms:
+            raise ConfigError("rm_update.replay_forms_every_slip changes the pairs "
+                              "rm_update.replay_forms draws, which is 0 (off): set "
+                              "rm_update.replay_forms=N too, or drop replay_forms_every_slip")
         if self.rm_update.replay_forms and self.reward.mode not in UPDATING_MODES:
             raise ConfigError(f"rm_update.replay_forms adds pairs to the reward model's update, "
                               f"which reward.mode={self.reward.mode} does not run")

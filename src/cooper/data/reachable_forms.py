@@ -55,9 +55,11 @@ class ReachableItems:
     excluded: int  # items the gold judge called right or the rule read (left out)
 
 
+SLIPS = (-10, -1, 1, 10)  # the policy's own slips: a carry missed or added (10 off), or one off
+
+
 def _wrong_sum(right: int, rng: random.Random) -> int:
-    # the policy's own slips: a carry missed or added (10 off), or one off
-    return max(0, right + rng.choice((-10, -1, 1, 10)))
+    return max(0, right + rng.choice(SLIPS))
 
 
 def _spellings(words: str) -> tuple[str, ...]:
@@ -140,13 +142,35 @@ def reachable_items(problems: Sequence[Problem]) -> ReachableItems:
     return ReachableItems(items, len(keep) - sum(keep))
 
 
-def reachable_pairs(problems: Sequence[Problem]) -> list[Pair]:
+def _slip_drafts(p: Problem, right: str) -> list[tuple[str, str]]:
+    """(right, wrong) answers boxed alone for a sum: its right answer in words (``right``)
+    against each of its slips (:data:`SLIPS`) in words; none for other problems."""
+    s = _SUM.fullmatch(p.question.strip())
+    value = read_integer(p.reference) if s else None
+    if value is None:
+        return []
+    wrongs = dict.fromkeys(w for d in SLIPS if (w := max(0, value + d)) != value)
+    return [(right, f"\\boxed{{{in_words(w)}}}") for w in wrongs]
+
+
+def reachable_pairs(problems: Sequence[Problem], every_slip: bool = False) -> list[Pair]:
     """For each sum or comparison and each form, a right answer in that form against a wrong
     one (``negative_source`` ``form:FORM``), drawn apart from :func:`reachable_items`'s; a pair
     whose wrong answer fails that function's check or whose right one the gold judge does not
-    call right is left out."""
-    drafts = [(form, p, texts[1][form], texts[0][form]) for p in problems
-              if (texts := _drafts(p, "\x00pair")) is not None for form in FORMS]
+    call right is left out.
+
+    ``every_slip``: a sum's answer alone is paired with each of its slips (:data:`SLIPS`, up to
+    four wrong values) instead of one drawn. Why: boxed alone, nothing but the value tells a
+    right sum in words from a wrong one (there is no working to read), so it is the form a
+    reward model learns last; one slip a problem shows it a quarter of the wrong values a
+    policy writes there."""
+    drafts = []  # (form, problem, right, wrong)
+    for p in problems:
+        if (texts := _drafts(p, "\x00pair")) is None:
+            continue
+        for form in FORMS:
+            slips = _slip_drafts(p, texts[1][form]) if every_slip and form == "answer_alone" else []
+            drafts += [(form, p, r, w) for r, w in slips or [(texts[1][form], texts[0][form])]]
     keep = _unread_wrong([w for *_, w in drafts], [p for _, p, _, _ in drafts])
     return [Pair(p.id, p.question, p.reference, right, wrong, f"form:{form}")
             for (form, p, right, wrong), ok in zip(drafts, keep, strict=True)

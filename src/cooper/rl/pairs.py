@@ -112,13 +112,15 @@ def replay_pairs(update: RMUpdateConfig) -> list[Pair]:
 def form_pairs(update: RMUpdateConfig) -> list[Pair]:
     """The pairs ``rm_update.replay_forms`` draws from: :func:`~cooper.data.reachable_forms.
     reachable_pairs` of ``rm_update.replay_file``'s problems (each question and reference
-    once); none when it is off."""
+    once; ``rm_update.replay_forms_every_slip``: a sum's answer alone against each of its
+    slips); none when it is off."""
     if not update.replay_forms:
         return []
     refs = dict.fromkeys((r.triple.question, r.triple.reference)
                          for r in load_triples(update.replay_file).rows)
     pool = reachable_pairs([Problem(f"form{i}", q, ref, "replay")
-                            for i, (q, ref) in enumerate(refs)])
+                            for i, (q, ref) in enumerate(refs)],
+                           every_slip=update.replay_forms_every_slip)
     if not pool:
         raise UserError(f"rm_update.replay_forms: rm_update.replay_file={update.replay_file} "
                         "holds no sum or yes/no comparison to build the forms' pairs from (they "
