@@ -70,12 +70,14 @@ experiment-blind: setup
 # One seed of the blind-rule testbed with a judge that errs as LLM judges do (the gold judge
 # fooled by every final answer in words): TinyV's design paid by it, Cooper taught by it, and
 # the defence (each of its yes checked on the answer's wrong twin, judge.counterfactual, and the
-# reachable forms replayed, rm_update.replay_forms), beside the rule and the ceiling; then the
-# reward models before and after on the same answers, and the report, in 19 minutes on 2 cores;
+# reachable forms replayed, rm_update.replay_forms, 16 pairs an update with every slip of a
+# sum's answer alone), beside the rule and the ceiling; then the reward models before and after
+# on the same answers, and the report, in 19 minutes on 2 cores (timed with checked_forms_words,
+# 8 pairs, in the defence's place: the two trained in 11-13 minutes each side by side);
 # see docs/experiment_blind.md "A judge that errs". FOOLED_ARMS=...: other arms of
 # blind_cpu_fooled (e.g. the boxed-yes dial: tinyv_fooled_yes,judged_fooled_yes,checked_fooled_yes).
 FOOLED_OUT ?= runs/fooled
-FOOLED_ARMS ?= rule,gold,tinyv_fooled_words,judged_fooled_words,checked_forms_words
+FOOLED_ARMS ?= rule,gold,tinyv_fooled_words,judged_fooled_words,checked_slips_words
 experiment-fooled: setup
 	$(BIN)/cooper experiment hacking --preset blind_cpu_fooled --out $(FOOLED_OUT) --seeds $(SEEDS) --jobs 2 --no-report arms=$(FOOLED_ARMS)
 	$(BIN)/cooper experiment rm-check $(FOOLED_OUT)

@@ -73,10 +73,11 @@ def test_make_experiment_fooled_runs_the_judge_that_errs_then_checks_and_reports
     assert args[args.index("--seeds") + 1] == "0" and "--no-report" in args
     printed = yaml.safe_load(run_cli(*args, "--print-config").stdout)
     assert list(printed["arms"]) == ["rule", "gold", "tinyv_fooled_words",
-                                     "judged_fooled_words", "checked_forms_words"]
+                                     "judged_fooled_words", "checked_slips_words"]
     assert printed["arms"]["judged_fooled_words"]["judge.trigger"]
-    assert printed["arms"]["checked_forms_words"]["judge.counterfactual"] is True
-    assert printed["arms"]["checked_forms_words"]["rm_update.replay_forms"] == 8
+    defence = printed["arms"]["checked_slips_words"]
+    assert defence["judge.counterfactual"] is True and defence["rm_update.replay_forms"] == 16
+    assert defence["rm_update.replay_forms_every_slip"] is True
     assert check[1:] == ["experiment", "rm-check", str(out)]
     assert report[1:] == ["report", str(out)]
     assert not out.exists()
