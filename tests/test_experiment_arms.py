@@ -224,14 +224,17 @@ def test_the_judged_preset_is_hacking_cpu_with_the_shared_judged_arms():
     blind_cpu's: both take them from one file (arms/judged.yaml)."""
     base = load_experiment("hacking_cpu").validate()
     judged = load_experiment("hacking_cpu_judged").validate()
-    forms = ["judged_forms", "checked_forms"]  # arms/forms.yaml
+    forms = ["judged_forms", "checked_forms", "checked_slips"]  # arms/forms.yaml
     assert judged.arm_list == [*base.arm_list, *JUDGED_ARMS, *forms]
     fooled = load_experiment("blind_cpu_fooled").validate()
     assert {a: judged.arms[a] for a in forms} == {a: fooled.arms[a] for a in forms}
     # the recommended defence: the forms replay and the check, the gold judge still asked
-    plain, checked = (judged.arm_train(a).to_dict() for a in forms)
+    plain, checked, slips = (judged.arm_train(a).to_dict() for a in forms)
     assert checked == {**plain, "judge": {**plain["judge"], "counterfactual": True}}
     assert checked["judge"]["backend"] == "gold" and checked["rm_update"]["replay_forms"] == 8
+    # and the recommended one (more of the forms' pairs), for its no-harm check
+    assert slips == {**checked, "rm_update": {**checked["rm_update"], "replay_forms": 16,
+                                              "replay_forms_every_slip": True}}
     for arm in base.arm_list:
         assert judged.arm_train(arm).to_dict() == base.arm_train(arm).to_dict()
     assert (judged.setup, judged.rm_init, judged.probe, judged.final_eval) == (
