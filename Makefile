@@ -72,8 +72,7 @@ experiment-blind: setup
 # the defence (each of its yes checked on the answer's wrong twin, judge.counterfactual, and the
 # reachable forms replayed, rm_update.replay_forms, 16 pairs an update with every slip of a
 # sum's answer alone), beside the rule and the ceiling; then the reward models before and after
-# on the same answers, and the report, in 19 minutes on 2 cores (timed with checked_forms_words,
-# 8 pairs, in the defence's place: the two trained in 11-13 minutes each side by side);
+# on the same answers, and the report, in 19 minutes on 2 cores (1.8 GB peak);
 # see docs/experiment_blind.md "A judge that errs". FOOLED_ARMS=...: other arms of
 # blind_cpu_fooled (e.g. the boxed-yes dial: tinyv_fooled_yes,judged_fooled_yes,checked_fooled_yes).
 FOOLED_OUT ?= runs/fooled
