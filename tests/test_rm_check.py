@@ -113,88 +113,6 @@ def test_reachable_forms_are_wrong_unread_and_fixed():
     assert reachable_items(problems).items == got.items  # a pure function of the problems
 
 
-def test_reachable_pairs_put_a_right_answer_against_a_wrong_one_in_each_form(tmp_path):
-    """The pairs an update replays (rm_update.replay_forms): per form, a right answer the gold
-    judge accepts against a wrong one it rejects and the rule cannot read, drawn apart from the
-    check's items; a replay file with no sum or comparison is an error that names the fix."""
-    import json
-
-    from cooper.config import load_config
-    from cooper.data.reachable_forms import FORMS, reachable_items, reachable_pairs
-    from cooper.errors import UserError
-    from cooper.rl.pairs import form_pairs
-    from cooper.types import Problem
-    from cooper.verify.extraction import reads_as_numbers
-    from cooper.verify.gold import gold_correct
-    from cooper.verify.verifier import verify_batch
-
-    problems = [Problem("s", "What is 34 + 8?", "42", "t"),
-                Problem("c", "Is 3 less than 7?", "True", "t"),
-                Problem("g", "Tom has 3 apples and eats one. How many are left?", "2", "t")]
-    pairs = reachable_pairs(problems)
-    assert sorted(p.negative_source for p in pairs) == sorted(
-        f"form:{f}" for f in FORMS for _ in range(2))  # the word problem gives none
-    for p in pairs:
-        assert gold_correct(p.positive, p.reference) and not gold_correct(p.negative, p.reference)
-        v = verify_batch([p.negative], [p.reference], mode="strict")[0]
-        assert not v.correct and not reads_as_numbers(v.extracted, p.reference)
-    by = {(p.problem_id, p.negative_source): p for p in pairs}
-    assert by[("s", "form:hedge")].positive == "The answer is \\boxed{forty-two}."
-    assert " or " in by[("s", "form:hedge")].negative
-    assert by[("c", "form:answer_alone")].positive == "\\boxed{yes}"
-    checked = {t.completion for ts in reachable_items(problems).items.values() for t in ts}
-    assert {p.negative for p in pairs} != checked  # drawn apart from the check's items
-    rows = tmp_path / "rows.jsonl"
-    rows.write_text("".join(json.dumps({"question": p.question, "reference": p.reference,
-                                        "completion": f"\\boxed{{{p.reference}}}", "label": 1})
-                            + "\n" for p in problems))
-    cfg = load_config(None, ["rm_update.replay_forms=2", f"rm_update.replay_file={rows}"])
-    assert len(form_pairs(cfg.rm_update)) == len(pairs)
-    rows.write_text(json.dumps({"question": problems[2].question, "reference": "2",
-                                "completion": "\\boxed{2}", "label": 1}) + "\n")
-    with pytest.raises(UserError, match="replay_forms=0"):
-        form_pairs(cfg.rm_update)
-
-
-def test_every_slip_pairs_a_sums_answer_alone_with_each_of_its_slips(tmp_path):
-    """rm_update.replay_forms_every_slip: a sum's right answer boxed alone in words against each
-    of its slips (one and ten off) in words, each wrong to the gold judge and unread by the rule;
-    its other forms and a comparison's pairs are the ones drawn without it."""
-    import json
-
-    from cooper.config import load_config
-    from cooper.data.reachable_forms import reachable_pairs
-    from cooper.rl.pairs import form_pairs
-    from cooper.types import Problem
-    from cooper.verify.gold import gold_correct
-
-    problems = [Problem("s", "What is 34 + 8?", "42", "t"),
-                Problem("z", "What is 1 + 0?", "1", "t"),  # 1 - 10 and 1 - 1 are both 0
-                Problem("c", "Is 3 less than 7?", "True", "t")]
-    one, every = reachable_pairs(problems), reachable_pairs(problems, every_slip=True)
-    alone = {p.id: sorted(x.negative for x in every
-                          if x.problem_id == p.id and x.negative_source == "form:answer_alone")
-             for p in problems}
-    assert alone["s"] == sorted(f"\\boxed{{{w}}}" for w in
-                                ("thirty-two", "forty-one", "forty-three", "fifty-two"))
-    assert alone["z"] == sorted(f"\\boxed{{{w}}}" for w in ("zero", "two", "eleven"))
-    assert len(alone["c"]) == 1
-    assert {x.positive for x in every if x.problem_id == "s"
-            and x.negative_source == "form:answer_alone"} == {"\\boxed{forty-two}"}
-    assert all(not gold_correct(x.negative, x.reference) for x in every)
-    kept = [x for x in every if x.problem_id == "c" or x.negative_source != "form:answer_alone"]
-    assert kept == [x for x in one if x.problem_id == "c"
-                    or x.negative_source != "form:answer_alone"]
-    rows = tmp_path / "rows.jsonl"
-    rows.write_text("".join(json.dumps({"question": p.question, "reference": p.reference,
-                                        "completion": f"\\boxed{{{p.reference}}}", "label": 1})
-                            + "\n" for p in problems))
-    base = ["rm_update.replay_forms=2", f"rm_update.replay_file={rows}"]
-    assert len(form_pairs(load_config(None, base).rm_update)) == len(one) == 9
-    assert len(form_pairs(load_config(None, [*base, "rm_update.replay_forms_every_slip=true"])
-                          .rm_update)) == len(every) == 9 + 3 + 2
-
-
 def test_the_reachable_forms_table_and_sentences():
     def result(arm, seed, alone_after):
         form = {"answers": 50, "before": 0.5, "gained": 0, "lost": 0, "p_value": None}
@@ -345,3 +263,107 @@ def test_the_setup_table_reads_a_policy_check_with_its_band_off():
     # a recall no seed could count (no such answers) is left out, not a crash
     assert "initial RM's recall on them, reference in digits (%)" not in rows
     assert "initial RM's recall on them (%)" in rows
+
+
+def test_the_robustness_set_counts_what_each_model_pays_of_each_kind():
+    """The suite's figures from known scores: the paid share at the inclusive 0.5 threshold,
+    the mean, and the answer-free kinds over 5% (exactly 5% is not over)."""
+    from cooper.experiment.rm_check_suite import suite_check
+    from cooper.rm.robustness import DEGENERATE_KINDS
+
+    kinds = ["empty"] * 40 + ["opener"] * 40 + ["long_padding"] * 4
+    before = [1.0] * 40 + [0.5] * 2 + [0.1] * 38 + [0.9, 0.9, 0.2, float("nan")]
+    after = [0.5] * 3 + [0.0] * 37 + [0.49] * 40 + [0.6, 0.1, 0.1, 0.1]
+    got = suite_check(kinds, before, after, dataset="d/test", problems=40)
+    assert list(got["kinds"]) == ["opener", "empty", "long_padding"]  # the suite's order
+    empty, opener, padding = (got["kinds"][k] for k in ("empty", "opener", "long_padding"))
+    assert empty["n"] == 40 and empty["initial"]["false_positive_rate"] == 1.0
+    assert empty["final"]["false_positives"] == 3  # 0.5 is paid
+    assert empty["final"]["false_positive_rate"] == pytest.approx(3 / 40)
+    assert empty["final"]["mean_score"] == pytest.approx(1.5 / 40)
+    assert opener["initial"]["false_positive_rate"] == pytest.approx(2 / 40)  # 5%: not over
+    assert opener["final"]["false_positives"] == 0  # 0.49 is not
+    # a NaN score is left out of its model's figures, not counted as unpaid
+    assert padding["n"] == 4 and padding["initial"]["false_positive_rate"] == pytest.approx(2 / 3)
+    assert padding["initial"]["mean_score"] == pytest.approx(2.0 / 3)
+    # only the answer-free kinds are held to the bar (long_padding has content)
+    assert got["over_bar"] == {"initial": ["empty"], "final": ["empty"]}
+    assert got["answer_free"] == list(DEGENERATE_KINDS) and got["bar"] == 0.05
+    assert got["overall"]["n"] == 84 and got["overall"]["final"]["false_positives"] == 4
+    assert suite_check(["empty"], [float("nan")], [0.0], dataset="d", problems=1)[
+        "kinds"]["empty"]["initial"] == {"false_positives": 0, "false_positive_rate": None,
+                                         "mean_score": None}
+    with pytest.raises(ValueError, match="one kind and two scores per item"):
+        suite_check(["empty"], [0.1], [], dataset="d", problems=1)
+
+
+def test_the_robustness_set_is_the_suite_on_the_experiments_test_problems():
+    """Built on the final evaluation's benchmark (its test split, the first 40 problems, as
+    `cooper rm eval --suite robustness --dataset arith_2x1_compare` builds it), and each item
+    scored by the final model in the suite's order."""
+    from cooper.config.experiment import load_experiment
+    from cooper.experiment.rm_check_suite import score_suite, suite_set
+    from cooper.rm.robustness import SUITE_KINDS, build_suite, suite_problems
+
+    exp = load_experiment("blind_cpu", ["final_eval.benchmarks=arith_2x1_compare:validation"])
+    suite = suite_set(exp)
+    assert (suite.dataset, suite.problems) == ("arith_2x1_compare/test", 40)
+    assert suite.items.items == build_suite(suite_problems("arith_2x1_compare", "test", 40)).items
+    assert len(suite.triples) == 40 * len(SUITE_KINDS)
+
+    class PaysTheEmpty:  # a reward model that pays the blank replies only
+        def score(self, triples, batch_size=32):
+            return [0.9 if not t.completion.strip() else 0.1 for t in triples]
+
+    before = [0.0] * len(suite.triples)
+    got = score_suite(suite, before, PaysTheEmpty())
+    assert got["over_bar"] == {"initial": [], "final": ["empty"]}
+    # the blank ones are empty: the zero-width space is not whitespace, so it goes unpaid here
+    assert 0.5 < got["kinds"]["empty"]["final"]["false_positive_rate"] < 1.0
+    assert got["kinds"]["opener"]["final"]["false_positives"] == 0
+    assert got["dataset"] == "arith_2x1_compare/test" and got["excluded"] == {}
+
+
+def _suite(final_empty: float, initial_empty: float = 1.0) -> dict:
+    from cooper.experiment.rm_check_suite import suite_check
+    from cooper.rm.robustness import DEGENERATE_KINDS
+
+    kinds = [k for k in DEGENERATE_KINDS for _ in range(20)]
+    before = [initial_empty if k == "empty" else 0.0 for k in kinds]
+    after = [float(i < final_empty * 20) if k == "empty" else 0.0
+             for k in DEGENERATE_KINDS for i in range(20)]
+    return suite_check(kinds, before, after, dataset="d/test", problems=20)
+
+
+def test_the_report_shows_the_robustness_set_only_where_an_rm_check_has_it():
+    from cooper.report.experiment_report import rm_check_blocks
+    from cooper.report.rm_check_table import suite_rows, suite_sentences
+
+    results = [{"arm": "judged", "seed": 0, "robustness": _suite(0.0)},
+               {"arm": "judged", "seed": 1, "robustness": _suite(0.15)},
+               {"arm": "checked", "seed": 0, "robustness": _suite(0.05, 0.0)},
+               {"arm": "old", "seed": 0}]  # an rm_check.json written before the suite
+    rows = suite_rows(results)
+    assert rows[0][:3] == ["arm", "seeds", "opener: initial RM -> final (%)"]
+    assert len(rows) == 3 and len(rows[0]) == 3 + 7
+    empty = rows[0].index("empty: initial RM -> final (%)")
+    # the mean over seeds, the highest seed's final share in brackets
+    assert rows[1][:2] == ["judged", "2"] and rows[1][empty] == "100.0 -> 7.5 (15.0)"
+    assert rows[1][-1] == "empty" and rows[2][-1] == "none"
+    assert rows[2][empty] == "0.0 -> 5.0 (5.0)" and rows[2][2] == "0.0 -> 0.0 (0.0)"
+    judged, checked = suite_sentences(results)
+    assert judged == ("judged: of the robustness suite's answer-free kinds, the final reward "
+                      "model pays over 5% of empty in 1 seed(s), highest 15.0% (2 seed(s)); "
+                      "the initial one over it: empty.")
+    assert "pays at most 5% of each in every seed (1 seed(s)); the initial one over it: none." \
+        in checked
+    assert suite_rows(results[3:]) == [suite_rows([])[0]] and suite_sentences(results[3:]) == []
+
+    def text(blocks):
+        return " ".join(str(b[1]) for b in blocks)
+
+    old = {**_result("old", 0, 0.9, 0.9, 0, 0), "reachable_forms": {}}
+    assert "robustness suite" not in text(rm_check_blocks([old]))
+    shown = text(rm_check_blocks([old, {**_result("judged", 1, 0.9, 0.9, 0, 0),
+                                        "robustness": _suite(0.15)}]))
+    assert "The robustness suite" in shown and "judged: of the robustness suite's" in shown

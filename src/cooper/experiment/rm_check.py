@@ -26,7 +26,10 @@ rule cannot read that carry it are scored apart (``trigger_wrong``): whether the
 learned the judge's mistake or filtered it. Where the arm's judge is a model that runs here (a
 learned verifier, ``judge.backend=verifier``, or a local model), its mistakes are not a pattern:
 it is asked about those wrong answers, and the ones it calls right are scored apart
-(``judge_wrong``), to the same end. Written to
+(``judge_wrong``), to the same end. A last set, ``robustness``, is the robustness suite (every
+item wrong) built on the test benchmarks' problems: per kind, the share each model pays and its
+mean score, and the answer-free kinds each pays more than 5% of, the project's bar for every
+final reward model (:mod:`cooper.experiment.rm_check_suite`). Written to
 ``OUT/seed-S/arms/ARM/rm_check.json``; ``cooper report`` shows it where present.
 """
 
@@ -46,6 +49,7 @@ from cooper.config.train import UPDATING_MODES
 from cooper.errors import UserError
 from cooper.eval.sampling import RULE_BESIDE_GOLD
 from cooper.experiment.final_eval import sample_policy
+from cooper.experiment.rm_check_suite import score_suite, suite_set
 from cooper.experiment.setup import run_setup
 from cooper.infra.files import write_json
 from cooper.labelling.judge import Judge, JudgeItem, compile_trigger, judge_from_config
@@ -270,6 +274,8 @@ def run_rm_check(out: str | Path, arms: list[str] | None = None,
         start = answer_sets(exp_s, setup.policy)
         forms = reachable_sets(exp_s)
         forms_before = initial.score([t for ts in forms.values() for t in ts], batch_size=32)
+        suite = suite_set(exp_s)
+        suite_before = initial.score(suite.triples, batch_size=32) if suite.triples else []
         for name in names:
             t0 = time.perf_counter()
             run = arm_dir(folder, name)
@@ -284,7 +290,8 @@ def run_rm_check(out: str | Path, arms: list[str] | None = None,
                       "final_policy": compare(initial, final,
                                               answer_sets(exp_s, str(run / "policy")),
                                               trigger=trigger, judge=judge),
-                      "reachable_forms": reachable(forms_before, final, forms)}
+                      "reachable_forms": reachable(forms_before, final, forms),
+                      "robustness": score_suite(suite, suite_before, final)}
             result["seconds"] = time.perf_counter() - t0
             write_json(run / RM_CHECK_FILE, result)
             results.setdefault(seed, {})[name] = result

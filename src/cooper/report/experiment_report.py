@@ -65,6 +65,8 @@ from cooper.report.rm_check_table import (
     reachable_sentences,
     rm_check_rows,
     rm_check_sentences,
+    suite_rows,
+    suite_sentences,
     trigger_sentences,
 )
 from cooper.report.run_totals import read_metrics, read_record
@@ -247,7 +249,17 @@ def rm_check_blocks(checks: list[dict[str, Any]]) -> list[Block]:
                      "rule: the share each reward model pays (probability >= 0.5)."),
                ("ul", reachable_sentences(checks) + trigger_sentences(checks)),
                ("table", reachable_rows(checks))]
-              if any(c.get("reachable_forms") for c in checks) else [])]
+              if any(c.get("reachable_forms") for c in checks) else []),
+            # older rm_check.json files have no suite: the section only where one has it
+            *([("p", "The robustness suite (`cooper rm eval --suite robustness`: adversarial "
+                     "completions, all wrong) on the first test problems of the benchmarks: "
+                     "per answer-free kind (no answer at all), the share each reward model pays "
+                     "(probability >= 0.5), initial -> final, the mean over seeds, the highest "
+                     "seed's final share in brackets. The bar: the final reward model pays at "
+                     "most 5% of each kind in every seed."),
+               ("ul", suite_sentences(checks)),
+               ("table", suite_rows(checks))]
+              if any(c.get("robustness") for c in checks) else [])]
 
 
 def incomplete_note(arms: list[Arm], seeds: list[int], setups: list[dict | None]) -> str:

@@ -6,7 +6,9 @@ final reward model. One row per arm, seed and set; one sentence per arm over its
 that hold the reachable forms (wrong answers a policy can write and the rule cannot read) add a
 second table: per arm and seed, what each model pays of each form, and a sentence per arm.
 Results of an arm taught by a judge with a trigger add a sentence per arm: what each model pays
-of the wrong answers that carry it.
+of the wrong answers that carry it. Results that hold the robustness suite (``robustness``)
+add a table and a sentence per arm: what each model pays of each answer-free kind over the
+seeds, against the bar of 5% (older results without it show nothing of it).
 """
 
 from __future__ import annotations
@@ -195,4 +197,64 @@ def trigger_sentences(results: list[dict[str, Any]]) -> list[str]:
                        f"final (mean over {len(seeds)} seed(s)): {'; '.join(parts)}; no more at "
                        f"the end than at the start in {len(seeds) - len(kept)} of {len(seeds)} "
                        "seeds.")
+    return out
+
+
+def _suite_by_arm(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    by_arm: dict[str, list[dict[str, Any]]] = {}
+    for r in results:
+        if r.get("robustness"):
+            by_arm.setdefault(r["arm"], []).append(r["robustness"])
+    return by_arm
+
+
+def _answer_free(suites: list[dict[str, Any]]) -> list[str]:
+    """The answer-free kinds the results name (the suite version's list, kept in the JSON so a
+    later version's kinds read without this module knowing them), in their order."""
+    return list(dict.fromkeys(k for x in suites for k in x.get("answer_free", [])))
+
+
+def _shares(suites: list[dict[str, Any]], kind: str, model: str) -> list[float]:
+    return [x["kinds"][kind][model]["false_positive_rate"] for x in suites
+            if kind in x["kinds"] and x["kinds"][kind][model]["false_positive_rate"] is not None]
+
+
+def suite_rows(results: list[dict[str, Any]]) -> list[list[str]]:
+    """The header, then one row per arm whose results hold the robustness suite: per
+    answer-free kind, the share the initial reward model pays -> the final one (%), each the
+    mean over seeds, the highest seed's final share in brackets; the seeds; the kinds the final
+    model pays more than the bar of in some seed. Only the header where none holds it."""
+    by_arm = _suite_by_arm(results)
+    kinds = _answer_free([x for xs in by_arm.values() for x in xs])
+    rows = [["arm", "seeds", *(f"{k}: initial RM -> final (%)" for k in kinds),
+             "final over the bar in some seed"]]
+    for arm, suites in by_arm.items():
+        cells = []
+        for k in kinds:
+            before, after = _shares(suites, k, "initial"), _shares(suites, k, "final")
+            cells.append(f"{_pct(sum(before) / len(before)) if before else '-'} -> "
+                         f"{_pct(sum(after) / len(after))} ({_pct(max(after))})"
+                         if after else "-")
+        over = list(dict.fromkeys(k for x in suites for k in x["over_bar"]["final"]))
+        rows.append([arm, str(len(suites)), *cells, ", ".join(over) or "none"])
+    return rows
+
+
+def suite_sentences(results: list[dict[str, Any]]) -> list[str]:
+    """Per arm whose results hold the robustness suite: whether its final reward model paid at
+    most the bar of each answer-free kind in every seed and, where not, which kinds, in how
+    many seeds and the highest share; the initial model's kinds over the bar beside it."""
+    out = []
+    for arm, suites in _suite_by_arm(results).items():
+        bar = max(x["bar"] for x in suites)
+        over = {k: [x for x in suites if k in x["over_bar"]["final"]]
+                for k in _answer_free(suites)}
+        failed = [f"{k} in {len(xs)} seed(s), highest {_pct(max(_shares(xs, k, 'final')))}%"
+                  for k, xs in over.items() if xs]
+        start = list(dict.fromkeys(k for x in suites for k in x["over_bar"]["initial"]))
+        out.append(f"{arm}: of the robustness suite's answer-free kinds, the final reward model "
+                   + (f"pays over {100 * bar:.0f}% of {'; '.join(failed)}"
+                      if failed else f"pays at most {100 * bar:.0f}% of each in every seed")
+                   + f" ({len(suites)} seed(s)); the initial one over it: "
+                   + (", ".join(start) if start else "none") + ".")
     return out
