@@ -13,7 +13,13 @@ import time
 from pathlib import Path
 
 from cooper.cli.common import check_not_input
-from cooper.cli.rm_common import add_input_args, add_model_args, load_rm, load_rows
+from cooper.cli.rm_common import (
+    add_input_args,
+    add_model_args,
+    file_sha256,
+    load_rm,
+    load_rows,
+)
 from cooper.config.rm import RMTrainConfig
 from cooper.infra.files import check_out_dir, check_out_file
 from cooper.infra.models import DEFAULT_MODEL
@@ -88,6 +94,7 @@ def _train(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from cooper.errors import UserError
+    from cooper.infra.environment import environment
     from cooper.infra.models import check_dtype
     from cooper.rm.model import RewardModel
     from cooper.rm.training import train_bce
@@ -102,9 +109,11 @@ def _train(args: argparse.Namespace) -> int:
                            warmup_ratio=args.warmup_ratio, holdout=args.holdout,
                            seed=args.seed, train_layers=args.train_layers)
     rows = load_rows(args, args.data, require_label=True)
-    import torch
+    from transformers import set_seed
 
-    torch.manual_seed(args.seed)  # a new score head is drawn at load: --seed fixes it too
+    # a new score head is drawn at load: --seed fixes it too, and every generator a library
+    # may draw from (Python's, NumPy's, torch's), not torch's alone
+    set_seed(args.seed)
     rm = RewardModel.load(args.base, trust_remote_code=args.trust_remote_code,
                           max_length=args.max_length, dtype=args.dtype)
     t0 = time.perf_counter()
@@ -120,7 +129,12 @@ def _train(args: argparse.Namespace) -> int:
     report = train_bce(rm, rows.rows, config, progress=not args.no_progress, on_epoch=on_epoch)
     seconds = time.perf_counter() - t0
     summary = {
-        "base": str(args.base), "data": str(args.data), "train_size": report.train_size,
+        # what decides the weights besides the settings: the rows' bytes (one --seed draws
+        # other rows from `cooper data equivalence` of another version), the packages, and
+        # the threads and matmul library that fix the rounding (cooper.infra.threads)
+        "base": str(args.base), "data": str(args.data), "data_sha256": file_sha256(args.data),
+        "environment": environment(),
+        "train_size": report.train_size,
         "heldout_size": report.heldout_size, "trainable_params": report.trainable_params,
         "cached_trunk": report.cached_trunk,
         "optimizer_steps": report.optimizer_steps, "train_seconds": round(seconds, 1),

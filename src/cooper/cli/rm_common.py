@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
+import os
 import sys
 from pathlib import Path
 
@@ -39,6 +41,15 @@ def check_positive(name: str, value: int | None) -> None:
 
     if value is not None and value < 1:
         raise UserError(f"{name} must be at least 1, got {value}")
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """SHA-256 of a file's bytes, read in blocks (a rows file may be large)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
 
 
 def load_rows(args: argparse.Namespace, file: str, require_label: bool):
