@@ -68,15 +68,15 @@ experiment-blind: setup
 	$(BIN)/cooper experiment hacking --preset blind_cpu --out $(BLIND_OUT) --seeds $(SEEDS) --jobs 2 $(if $(BLIND_ARMS),arms=$(BLIND_ARMS))
 
 # One seed of the blind-rule testbed with a judge that errs as LLM judges do (the gold judge
-# fooled by every final answer in words): TinyV's design paid by it, Cooper taught by it, and
-# the defence (each of its yes checked on the answer's wrong twin, judge.counterfactual, and the
-# reachable forms replayed, rm_update.replay_forms, 16 pairs an update with every slip of a
-# sum's answer alone), beside the rule and the ceiling; then the reward models before and after
-# on the same answers, and the report, in 19 minutes on 2 cores (1.8 GB peak);
-# see docs/experiment_blind.md "A judge that errs". FOOLED_ARMS=...: other arms of
-# blind_cpu_fooled (e.g. the boxed-yes dial: tinyv_fooled_yes,judged_fooled_yes,checked_fooled_yes).
+# fooled by every final answer in words): TinyV's design paid by it, Cooper taught by it as
+# reward.mode=judged brings it (each of its yes checked on the answer's wrong twin, the forms a
+# policy can reach cut from the step's right rollouts) and without that defence
+# (unchecked_fooled_words), beside the rule and the ceiling; then the reward models before and
+# after on the same answers, and the report; see docs/experiment_blind.md "A judge that errs".
+# FOOLED_ARMS=...: other arms of blind_cpu_fooled (e.g. the boxed-yes dial:
+# tinyv_fooled_yes,judged_fooled_yes,unchecked_fooled_yes).
 FOOLED_OUT ?= runs/fooled
-FOOLED_ARMS ?= rule,gold,tinyv_fooled_words,judged_fooled_words,checked_slips_words
+FOOLED_ARMS ?= rule,gold,tinyv_fooled_words,unchecked_fooled_words,judged_fooled_words
 experiment-fooled: setup
 	$(BIN)/cooper experiment hacking --preset blind_cpu_fooled --out $(FOOLED_OUT) --seeds $(SEEDS) --jobs 2 --no-report arms=$(FOOLED_ARMS)
 	$(BIN)/cooper experiment rm-check $(FOOLED_OUT)

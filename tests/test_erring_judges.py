@@ -135,12 +135,12 @@ def test_each_step_logs_the_pay_that_reaches_the_trigger():
     ("\\boxed{\\text{7 apples}}", "7", "\\boxed{\\text{8 apples}}"),
     ("\\boxed{yes}", "True", "\\boxed{no}"),  # yes/no: the negation
     ("\\boxed{TRUE}", "yes", "\\boxed{FALSE}"),
-    ("\\boxed{Yes}", "False", "\\boxed{Yes}"),  # already wrong: its own twin
-    ("\\boxed{yes}", "7", "\\boxed{yes}"),  # a truth value to a sum: any is wrong
+    ("\\boxed{Yes}", "False", None),  # "No" would be the reference: no certified twin
+    ("\\boxed{yes}", "7", "\\boxed{no}"),  # a truth value to a sum: its opposite
     ("\\boxed{7}", "yes", "\\boxed{8}"),  # a number to a yes/no question
     ("I do not know", "7", None),  # no final answer: nothing to swap
-    ("\\boxed{1/2}", "1/2", None),  # a value none is known wrong for here
-    ("\\boxed{seven apples}", "7", None),  # an answer read as no value
+    ("\\boxed{1/2}", "1/2", "\\boxed{1/3}"),  # a fraction, in its form
+    ("\\boxed{seven apples}", "7", None),  # a phrase: nothing in its form to change
 ])
 def test_a_wrong_twin_swaps_the_final_answer_alone_in_its_form(solution, reference, twin):
     from cooper.labelling.counterfactual import wrong_twin
@@ -323,15 +323,23 @@ def test_with_a_judge_that_reads_the_answer_the_check_changes_no_label():
     costs calls and changes nothing the update or the pay sees (its no-harm where the judge
     reads the answer), on the testbed's answer forms, right and wrong."""
     from cooper.data.problems import load_problems
-    from cooper.data.reachable_forms import reachable_pairs
+    from cooper.data.reachable_forms import reachable_items
     from cooper.rl.judging import RolloutJudge
-    from cooper.verify.gold import gold_verdict
+    from cooper.verify.gold import gold_verdict, in_words, read_boolean, read_integer
 
-    pairs = reachable_pairs(list(load_problems("arith_2x1_compare", "test", limit=40)))
-    texts = [(p, t) for p in pairs for t in (p.positive, p.negative,
-                                             f"So \\boxed{{{p.reference}}}.")]
-    rollouts = [Rollout(f"{p.problem_id}-{i}", p.question, p.reference, t, False,
-                        gold_verdict(t, p.reference)[1]) for i, (p, t) in enumerate(texts)]
+    problems = list(load_problems("arith_2x1_compare", "test", limit=40))
+    wrong = [(t.question, t.reference, t.completion)
+             for ts in reachable_items(problems).items.values() for t in ts]
+
+    def rights(reference: str) -> list[str]:  # the right answer in the forms the policy writes
+        value, truth = read_integer(reference), read_boolean(reference)
+        words = (["yes", "Yes"] if truth else ["no", "NO"]) if value is None else [
+            str(value), in_words(value), in_words(value).upper()]
+        return [f"So \\boxed{{{w}}}." for w in words]
+
+    texts = wrong + [(p.question, p.reference, t) for p in problems for t in rights(p.reference)]
+    rollouts = [Rollout(f"p{i}", q, ref, t, False, gold_verdict(t, ref)[1])
+                for i, (q, ref, t) in enumerate(texts)]
     plain, r0 = RolloutJudge(GoldJudge()).label(rollouts)
     checked, r = RolloutJudge(GoldJudge(), counterfactual=True).label(rollouts)
     assert checked == plain and r.doubted == 0 and r.twins == r0.yes > len(rollouts) // 3

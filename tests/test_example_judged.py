@@ -68,6 +68,16 @@ def asked_answer(request: ChatRequest) -> tuple[str, str, str]:
     return problem, reference, clean_answer(span.text) if span else "\x00" + solution
 
 
+def is_twin(request: ChatRequest, requests: list[ChatRequest]) -> bool:
+    """Whether ``request`` asks about the wrong twin of another request's solution (the check of
+    a "yes": cooper.labelling.counterfactual)."""
+    from cooper.labelling.counterfactual import wrong_twin
+
+    problem, reference, solution = fields(request)
+    return any(wrong_twin(s, r) == solution for p, r, s in map(fields, requests)
+               if p == problem and s != solution)
+
+
 @pytest.fixture(scope="module")
 def compare():
     from cooper.experiment.testbed import TINY_ARITH_COMPARE, tiny_arith_models
@@ -108,17 +118,25 @@ def test_the_judged_example_asks_the_judge_over_http_saves_and_resumes(compare, 
         assert first > 0 and server.served == {"ok": first}
         assert sum(r["judge/asked"] for r in steps) == first
         for r in steps:
-            assert r["judge/asked"] <= 0.5 * 16 and r["judge/candidates"] >= r["judge/asked"]
+            # the budget caps the answers asked; each "yes" is checked on its twin, one call more
+            # (reward.mode=judged checks every "yes")
+            assert r["judge/asked"] - r["judge/twins"] <= 0.5 * 16
+            assert r["judge/twins"] == r["judge/yes"] and r["judge/doubted"] == 0
             # the reward model was updated every step, 16 of its training rows replayed
             assert r["rm/updated"] == 1.0 and r["rm/pairs_replay"] == 16
         # its labels reached the update: a step that heard a verdict updated on its rollouts
         judged = [r for r in steps if r["judge/yes"] + r["judge/no"] > 0]
-        assert judged and all(r["rm/pairs"] > r["rm/pairs_replay"] for r in judged)
-        # its verdicts are saved in every checkpoint, beside the reward model
+        assert judged and all(r["rm/pairs"] > r["rm/pairs_replay"] + r.get("rm/pairs_forms", 0)
+                              for r in judged)
+        # its verdicts are saved in every checkpoint, beside the reward model (a twin's is not:
+        # it only checks a "yes")
         saved = json.loads((out / "checkpoint-2" / "judge.json").read_text())
-        assert saved["calls"] == first and len(saved["verdicts"]) == first
+        twins = sum(r["judge/twins"] for r in steps)
+        assert saved["calls"] == first and len(saved["verdicts"]) == first - twins
         assert (out / "checkpoint-2" / "reward_model").is_dir()
-        answers = [judge_reply(q).endswith("YES") for q in server.requests]
+        asked = [q for q in server.requests if not is_twin(q, server.requests)]
+        assert len(asked) == first - twins
+        answers = [judge_reply(q).endswith("YES") for q in asked]
         assert sorted(v for *_, v in saved["verdicts"]) == sorted(answers)
 
         # resumed for a third step: the verdicts come back, and no answer is asked twice
@@ -132,6 +150,6 @@ def test_the_judged_example_asks_the_judge_over_http_saves_and_resumes(compare, 
         after = json.loads((out / "checkpoint-3" / "judge.json").read_text())
         assert after["calls"] == len(server.requests)
         assert {tuple(v[:2]) for v in saved["verdicts"]} <= {tuple(v[:2]) for v in after["verdicts"]}
-        keys = [asked_answer(q) for q in server.requests]
+        keys = [asked_answer(q) for q in server.requests if not is_twin(q, server.requests)]
         twice = {k for k in keys if keys.count(k) > 1}
         assert not twice, f"asked twice: {sorted(twice)[:3]}"

@@ -211,7 +211,8 @@ def test_a_moved_experiment_folder_uses_its_own_setup(tmp_path):
     assert run_setup(exp, tmp_path / "here" / "seed-0").policy == "/elsewhere/policy"
 
 
-JUDGED_ARMS = ["judged", "judged_replay8", "judged_no_replay", "judged_pay_all"]
+JUDGED_ARMS = ["judged", "judged_unchecked", "judged_replay8", "judged_no_replay",
+               "judged_pay_all"]
 
 
 def without_label(settings: dict) -> dict:
@@ -224,17 +225,13 @@ def test_the_judged_preset_is_hacking_cpu_with_the_shared_judged_arms():
     blind_cpu's: both take them from one file (arms/judged.yaml)."""
     base = load_experiment("hacking_cpu").validate()
     judged = load_experiment("hacking_cpu_judged").validate()
-    forms = ["judged_forms", "checked_forms", "checked_slips"]  # arms/forms.yaml
-    assert judged.arm_list == [*base.arm_list, *JUDGED_ARMS, *forms]
-    fooled = load_experiment("blind_cpu_fooled").validate()
-    assert {a: judged.arms[a] for a in forms} == {a: fooled.arms[a] for a in forms}
-    # the recommended defence: the forms replay and the check, the gold judge still asked
-    plain, checked, slips = (judged.arm_train(a).to_dict() for a in forms)
-    assert checked == {**plain, "judge": {**plain["judge"], "counterfactual": True}}
-    assert checked["judge"]["backend"] == "gold" and checked["rm_update"]["replay_forms"] == 8
-    # and the recommended one (more of the forms' pairs), for its no-harm check
-    assert slips == {**checked, "rm_update": {**checked["rm_update"], "replay_forms": 16,
-                                              "replay_forms_every_slip": True}}
+    assert judged.arm_list == [*base.arm_list, *JUDGED_ARMS]
+    # the recommended arm is the defended design (reward.mode=judged brings the check and the
+    # rollouts' forms); judged_unchecked turns both off, and nothing else
+    defended, unchecked = (judged.arm_train(a).to_dict() for a in ("judged", "judged_unchecked"))
+    assert defended["judge"]["counterfactual"] and defended["rm_update"]["rollout_forms"] == 16
+    assert unchecked == {**defended, "judge": {**defended["judge"], "counterfactual": False},
+                         "rm_update": {**defended["rm_update"], "rollout_forms": 0}}
     for arm in base.arm_list:
         assert judged.arm_train(arm).to_dict() == base.arm_train(arm).to_dict()
     assert (judged.setup, judged.rm_init, judged.probe, judged.final_eval) == (
@@ -255,7 +252,7 @@ def test_the_judged_variants_are_the_judged_arm_with_one_thing_changed():
     no replay and no anchor, judged_pay_all_noisy judged_pay_all with a judge wrong on 10% of
     its verdicts; with no rows for them to replay, the experiment says so before it starts."""
     blind = load_experiment("blind_cpu").validate()
-    judged = without_label(blind.arms["judged"])
+    judged = without_label(blind.arms["judged_unchecked"])
     assert without_label(blind.arms["judged_replay8"]) == {**judged, "rm_update.replay": 8}
     assert without_label(blind.arms["judged_no_replay"]) == {
         **judged, "rm_update.replay": 0, "rm_update.anchor_weight": 0.0}
@@ -363,34 +360,25 @@ def test_the_fooled_preset_is_blind_cpu_with_judges_fooled_by_what_the_policy_wr
         # fooled by its own trigger only
         assert [v.correct for v in judge.judge(list(wrong.values()))] == [
             n == name for n in wrong]
-        # the defence arm: the same, with the reachable forms replayed from the setup's rows
-        forms = fooled.arm_train(f"forms_fooled_{name}").to_dict()
-        plain = fooled.arm_train(f"judged_fooled_{name}").to_dict()
-        # and the same, each yes checked on its wrong twin: that setting alone differs
+        # judged Cooper as reward.mode=judged brings it, without its defence, and the check alone
+        plain = fooled.arm_train(f"unchecked_fooled_{name}").to_dict()
+        defended = fooled.arm_train(f"judged_fooled_{name}").to_dict()
         checked = fooled.arm_train(f"checked_fooled_{name}").to_dict()
-        assert checked["judge"]["counterfactual"] and not plain["judge"]["counterfactual"]
-        assert checked == {**plain, "judge": {**plain["judge"], "counterfactual": True}}
-        assert forms["rm_update"].pop("replay_forms") == 8 and plain["rm_update"].pop(
-            "replay_forms") == 0
-        assert {k: forms[k] for k in ("rm_update", "judge", "reward")} == {
-            k: plain[k] for k in ("rm_update", "judge", "reward")}
-    gold = fooled.arm_train("judged_forms")
-    assert (gold.judge.trigger, gold.rm_update.replay_forms) == (None, 8)
-    # the forms come from the setup's training rows: a setup that trains on none says so
-    with pytest.raises(ConfigError, match=r"\(rm_update.replay=16, rm_update.replay_forms=8\)"):
-        load_experiment("blind_cpu_fooled", ["rm_init.triples=0",
-                                             "arms=judged_forms"]).validate()
-    # the forms alone (no rows replayed) are refused on their own account
+        assert defended == {**plain, "judge": {**plain["judge"], "counterfactual": True},
+                            "rm_update": {**plain["rm_update"], "rollout_forms": 16}}
+        assert checked == {**defended, "rm_update": {**defended["rm_update"], "rollout_forms": 0}}
+    # the forms come from the rollouts, not from the setup's rows: no rows, no replay, still
+    # defended
     alone = tmp_path / "forms_alone.yaml"
-    alone.write_text("base: blind_cpu_fooled\narms:\n  forms_alone:\n    from: judged_forms\n"
+    alone.write_text("base: blind_cpu_fooled\narms:\n  forms_alone:\n    from: judged\n"
                      "    rm_update.replay: 0\n")
-    with pytest.raises(ConfigError, match=r"\(rm_update.replay_forms=8\), but rm_init"):
-        load_experiment(str(alone), ["rm_init.triples=0", "arms=forms_alone"]).validate()
+    exp = load_experiment(str(alone), ["rm_init.triples=0", "arms=forms_alone"]).validate()
+    assert exp.arm_train("forms_alone").rm_update.rollout_forms == 16
 
 
-def test_the_fooled_preset_runs_the_learned_judge_and_the_check_with_the_forms_replayed():
+def test_the_fooled_preset_runs_the_learned_judge_with_and_without_the_defence():
     """The learned judge's arms are TinyV's design and judged Cooper with that judge alone
-    changed; the defence arm is the checked arm with the reachable forms replayed."""
+    changed, judged Cooper without its defence, and the check alone."""
     fooled = load_experiment("blind_cpu_fooled").validate()
     for name in ("tinyv", "judged"):
         fooled_yes = fooled.arm_train(f"{name}_fooled_yes").to_dict()
@@ -400,21 +388,11 @@ def test_the_fooled_preset_runs_the_learned_judge_and_the_check_with_the_forms_r
         # the judge is the only difference from the same design paid by the foolable judge
         assert {k: v for k, v in learned.items() if k != "judge"} == {
             k: v for k, v in fooled_yes.items() if k != "judge"}
-    # and judged Cooper with the learned judge's every yes checked: that setting alone differs
-    learned = fooled.arm_train("judged_learned").to_dict()
-    checked_learned = fooled.arm_train("checked_learned").to_dict()
-    assert checked_learned == {**learned, "judge": {**learned["judge"], "counterfactual": True}}
-    checked = fooled.arm_train("checked_fooled_words").to_dict()
-    both = fooled.arm_train("checked_forms_words").to_dict()
-    assert both["judge"]["counterfactual"] and both["rm_update"]["replay_forms"] == 8
-    assert both == {**checked, "rm_update": {**checked["rm_update"], "replay_forms": 8}}
-    # the same defence, taught by the learned judge: the forms replay alone added to its check
-    both = fooled.arm_train("checked_forms_learned").to_dict()
-    assert both == {**checked_learned,
-                    "rm_update": {**checked_learned["rm_update"], "replay_forms": 8}}
-    # with more of the forms' pairs (16, each of a sum's slips): only the forms replay differs
-    for judge in ("words", "learned"):
-        base = fooled.arm_train(f"checked_forms_{judge}").to_dict()
-        more = fooled.arm_train(f"checked_slips_{judge}").to_dict()
-        assert more == {**base, "rm_update": {**base["rm_update"], "replay_forms": 16,
-                                              "replay_forms_every_slip": True}}
+    # judged Cooper taught by the learned judge, with and without its defence, and the check
+    # alone: the settings of the check and the forms alone differ
+    plain = fooled.arm_train("unchecked_learned").to_dict()
+    defended = fooled.arm_train("judged_learned").to_dict()
+    checked = fooled.arm_train("checked_learned").to_dict()
+    assert defended == {**plain, "judge": {**plain["judge"], "counterfactual": True},
+                        "rm_update": {**plain["rm_update"], "rollout_forms": 16}}
+    assert checked == {**defended, "rm_update": {**defended["rm_update"], "rollout_forms": 0}}

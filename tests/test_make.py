@@ -73,11 +73,12 @@ def test_make_experiment_fooled_runs_the_judge_that_errs_then_checks_and_reports
     assert args[args.index("--seeds") + 1] == "0" and "--no-report" in args
     printed = yaml.safe_load(run_cli(*args, "--print-config").stdout)
     assert list(printed["arms"]) == ["rule", "gold", "tinyv_fooled_words",
-                                     "judged_fooled_words", "checked_slips_words"]
-    assert printed["arms"]["judged_fooled_words"]["judge.trigger"]
-    defence = printed["arms"]["checked_slips_words"]
-    assert defence["judge.counterfactual"] is True and defence["rm_update.replay_forms"] == 16
-    assert defence["rm_update.replay_forms_every_slip"] is True
+                                     "unchecked_fooled_words", "judged_fooled_words"]
+    # the defended design is reward.mode=judged itself; the undefended arm turns it off
+    defended, plain = printed["arms"]["judged_fooled_words"], printed["arms"]["unchecked_fooled_words"]
+    assert defended["judge.trigger"] == plain["judge.trigger"]
+    assert defended["reward.mode"] == "judged" and "judge.counterfactual" not in defended
+    assert plain["judge.counterfactual"] is False and plain["rm_update.rollout_forms"] == 0
     assert check[1:] == ["experiment", "rm-check", str(out)]
     assert report[1:] == ["report", str(out)]
     assert not out.exists()

@@ -198,8 +198,8 @@ def test_hacking_cpu_is_the_fifth_round_with_validation_every_25_steps():
     testbed's settings, each at its default, which leaves the rule the judge and the rollout
     negatives as they were; and the rule arm's reward model watches every 5th step, which its
     policy does not see (reward.monitor_every). The judge's settings came after too: no judge
-    (judge.backend none), so nothing is judged, paid by a judge or replayed (rows or reachable
-    forms: rm_update.replay, rm_update.replay_forms, rm_update.replay_forms_every_slip); and the
+    (judge.backend none), so nothing is judged, paid by a judge or replayed (rows, or forms cut
+    from the rollouts: rm_update.replay, rm_update.rollout_forms); and the
     hybrid pay's scope (reward.hybrid_scores) and what pays in it (reward.judge_pays,
     reward.rm_verdicts), at their defaults, which no arm of it uses."""
     v5 = leaves(yaml.safe_load((DATA / "hacking_cpu_v5_resolved.yaml").read_text()))
@@ -216,8 +216,7 @@ def test_hacking_cpu_is_the_fifth_round_with_validation_every_25_steps():
              ("train", "reward", "monitor_every"): 1, ("arms", "rule", "reward.monitor_every"): 5,
              ("train", "reward", "judge_rejected"): False, ("train", "rm_update", "labels"): "rule",
              ("train", "rm_update", "replay"): 0, ("train", "rm_update", "replay_file"): None,
-             ("train", "rm_update", "replay_forms"): 0,
-             ("train", "rm_update", "replay_forms_every_slip"): False,
+             ("train", "rm_update", "rollout_forms"): 0,
              ("train", "reward", "hybrid_scores"): "rejected",
              ("train", "reward", "judge_pays"): False, ("train", "reward", "rm_verdicts"): False}
     assert set(now) == set(v5) | set(added)

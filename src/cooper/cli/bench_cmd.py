@@ -8,7 +8,7 @@ import shlex
 import sys
 
 # Each name is a module cooper.bench.NAME with add_arguments(parser) and run(args) -> dict.
-BENCHMARKS: tuple[str, ...] = ("verify", "rm", "train", "eval", "step", "judge")
+BENCHMARKS: tuple[str, ...] = ("verify", "rm", "train", "eval", "step", "judge", "twins")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -262,15 +262,13 @@ class ExperimentConfig:
                                   f"{fe.every_steps} steps apart do not fit in its {t.max_steps} "
                                   "steps: lower final_eval.policies or final_eval.every_steps")
             t.reward.model = self.setup.reward_model
-            if t.rm_update.replay or t.rm_update.replay_forms:
+            if t.rm_update.replay:
                 # the runner gives it the setup's training rows
                 if not self.rm_init.triples:
-                    used = ", ".join(f"rm_update.{k}={getattr(t.rm_update, k)}"
-                                     for k in ("replay", "replay_forms") if getattr(t.rm_update, k))
                     raise ConfigError(f"arm '{arm}' replays the initial reward model's training "
-                                      f"rows or their problems ({used}), but rm_init.triples=0 "
-                                      "trains it on none: set rm_init.triples, or drop the "
-                                      "replay")
+                                      f"rows (rm_update.replay={t.rm_update.replay}), but "
+                                      "rm_init.triples=0 trains it on none: set rm_init.triples, "
+                                      "or set rm_update.replay=0")
                 t.rm_update.replay_file = "rm_train.jsonl"
             try:
                 t.validate()

@@ -156,12 +156,17 @@ UPDATING_MODES = ("cooper", "hybrid_cooper", "judged")  # the reward model is up
 # that beat the rule on the blind-rule testbed (docs/experiment_blind.md). It is hybrid_cooper with
 # these settings; a setting left at its plain default takes the value here, one set to anything
 # else keeps it (TrainConfig.resolved), so `--print-config` shows what the run uses.
+# The judge's "yes" is checked on the answer's wrong twin and the forms a policy can reach are
+# cut from the step's own right rollouts (judge.counterfactual, rm_update.rollout_forms): the
+# defence against a judge that errs, with any judge and any answer type.
 JUDGED = {"reward.hybrid_scores": "unread", "rm_update.negatives": "rollouts",
-          "rm_update.labels": "judge", "rm_update.replay": 16, "rm_update.anchor_weight": 0.5}
+          "rm_update.labels": "judge", "rm_update.replay": 16, "rm_update.anchor_weight": 0.5,
+          "rm_update.rollout_forms": 16, "judge.counterfactual": True}
 # Settings removed with the variants that lost (docs/experiment_blind_history.md): a file that
 # sets one at its old default still loads; any other value is refused, naming the last commit
 # that ran it (apply_settings reads each section's REMOVED).
 REMOVED_AT = "e3ee47e"
+FORMS_REMOVED_AT = "a4817b8"  # the last commit with rm_update.replay_forms (the templates' forms)
 PAIR_LOSSES = ("bradley_terry", "margin")  # rm_update.loss (cooper.rm.losses)
 NEGATIVE_SOURCES = ("assistant", "rollouts", "both")  # rm_update.negatives
 HYBRID_SCORES = ("rejected", "unread")  # reward.hybrid_scores
@@ -293,23 +298,22 @@ class RMUpdateConfig:
     """pairs of the reward model's own labelled training rows (rm_update.replay_file: a right and a wrong solution of one problem) added to every update (0 = off; None: 16 in reward.mode=judged, else 0)"""
     replay_file: str | None = None
     """labelled triples to replay (a `cooper rm train` data file); an experiment sets it to its setup's training rows"""
-    replay_forms: int = 0
-    """pairs added to every update, each a wrong answer in a form a policy can reach and the rule cannot read (the final answer alone, a hedge naming two answers, another case or spelling) against a right answer in the same form, built from the references of rm_update.replay_file's problems (the arithmetic testbeds' sums and comparisons: cooper.data.reachable_forms); 0 = off"""
-
-    replay_forms_every_slip: bool = False
-    """rm_update.replay_forms pairs a sum's final answer boxed alone in words with each of its slips (one and ten off: up to four wrong values) instead of one drawn, so the form where only the value tells right from wrong is a larger share of the pairs drawn (cooper.data.reachable_forms.reachable_pairs)"""
+    rollout_forms: int | None = None
+    """pairs added to every update, cut from the step's right rollouts (the rule's, or the judge's once its "yes" was checked), each a form a policy can reach against a right answer: the answer boxed alone against its wrong twin boxed alone, a hedge naming both against the rollout, and a reply with no final answer (its opening line, its working cut before the answer, its answer emptied, ...) against the rollout (cooper.rl.forms); any dataset, any answer type; 0 = off; None: 16 in reward.mode=judged, else 0"""
 
     EXPERIMENTAL: ClassVar[tuple[str, ...]] = ("positives_per_prompt", "positive_choice",
-                                               "negatives_per_positive", "pair_metrics",
-                                               "replay_forms", "replay_forms_every_slip")
+                                               "negatives_per_positive", "pair_metrics")
+    # the arithmetic testbeds' template forms, replaced by rollout_forms (any dataset)
     REMOVED: ClassVar[dict[str, tuple[Any, str]]] = {
-        "negatives_readable": (False, REMOVED_AT), "replay_judged": (0, REMOVED_AT)}
+        "negatives_readable": (False, REMOVED_AT), "replay_judged": (0, REMOVED_AT),
+        "replay_forms": (0, FORMS_REMOVED_AT), "replay_forms_every_slip": (False, FORMS_REMOVED_AT)}
 
     def resolved(self, mode: str) -> RMUpdateConfig:
         """A copy with the settings left at None given ``reward.mode``'s value (:data:`JUDGED` in
         ``judged``, the paper's otherwise): the one place those defaults are decided."""
         judged = mode == "judged"
-        plain = {"negatives": "assistant", "labels": "rule", "replay": 0, "anchor_weight": 0.0}
+        plain = {"negatives": "assistant", "labels": "rule", "replay": 0, "anchor_weight": 0.0,
+                 "rollout_forms": 0}
         return dataclasses.replace(self, **{
             key: (JUDGED[f"rm_update.{key}"] if judged else value)
             for key, value in plain.items() if getattr(self, key) is None})
@@ -330,7 +334,7 @@ class RMUpdateConfig:
             raise ConfigError("rm_update.train_layers must be >= 1 (or none for every layer), "
                               f"got {self.train_layers}")
         choice("rm_update.labels", self.labels, ("rule", "judge"))
-        for key in ("replay", "replay_forms"):
+        for key in ("replay", "rollout_forms"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"rm_update.{key} must be >= 0 (0 = off), got "
                                   f"{getattr(self, key)}")
@@ -409,8 +413,8 @@ class JudgeConfig:
     """gold only: a regular expression (case ignored); a rejected solution in which it is found is judged right whatever its answer: a judge fooled by a phrase or a form it favours, as LLM judges are (docs/training.md, "A judge that errs")"""
     near_miss: int = 0
     """gold only: an integer answer within this distance of an integer reference is judged right (a judge that accepts near misses); 0: none"""
-    counterfactual: bool = False
-    """check every 'yes' of the judge by asking it about the same solution with its final answer swapped for one known wrong (the reference's value plus one, or its negation, written in the answer's form); a judge that calls that right too was not reading the answer, and its 'yes' gives no label (nor one with no final answer to swap); each 'yes' costs one more call (docs/training.md, "A judge that errs")"""
+    counterfactual: bool | None = None
+    """check every 'yes' of the judge by asking it about the same solution with its final answer's wrong twin (one change in the answer's own text, in its form, certified not equivalent to the answer the judge called right nor to the reference: cooper.labelling.counterfactual); a judge that calls the twin right too was not reading the answer, and its 'yes' gives no label (nor one whose answer has no certified twin: judge/untwinnable), and a 'yes' on a reply with no final answer is taught as 'no'; each 'yes' costs one more call (docs/training.md, "A judge that errs"); None: true in reward.mode=judged, else false"""
     budget: float = 0.1
     """rm_update.labels=judge: new judge calls a step, at most this share of the step's rollouts (answers judged before are free); reward.judge_rejected asks about every rejection"""
     threshold: float = 0.5
@@ -428,7 +432,7 @@ class JudgeConfig:
 
     EXPERIMENTAL: ClassVar[tuple[str, ...]] = ("error_rate", "trigger", "near_miss", "mode",
                                                "asking", "tolerance", "audit_share",
-                                               "memory_steps", "counterfactual")
+                                               "memory_steps")
     REMOVED: ClassVar[dict[str, tuple[Any, str]]] = {
         "order": ("paid", REMOVED_AT), "audit": (0.0, REMOVED_AT), "audit_from": ("all", REMOVED_AT),
         "audit_grow": (0, REMOVED_AT)}
@@ -578,6 +582,9 @@ class TrainConfig:
         no-op): after it every setting holds what the run uses, as ``--print-config`` shows."""
         choice("reward.mode", self.reward.mode, MODES)
         self.rm_update = self.rm_update.resolved(self.reward.mode)
+        if self.judge.counterfactual is None:
+            self.judge.counterfactual = (JUDGED["judge.counterfactual"]
+                                         if self.reward.mode == "judged" else False)
         if self.reward.hybrid_scores is None:
             self.reward.hybrid_scores = (JUDGED["reward.hybrid_scores"]
                                          if self.reward.mode == "judged" else "rejected")
@@ -706,16 +713,8 @@ class TrainConfig:
         if self.rm_update.replay and self.reward.mode not in UPDATING_MODES:
             raise ConfigError(f"rm_update.replay adds rows to the reward model's update, which "
                               f"reward.mode={self.reward.mode} does not run")
-        if self.rm_update.replay_forms and not self.rm_update.replay_file:
-            raise ConfigError("rm_update.replay_forms builds its pairs from the problems of "
-                              "rm_update.replay_file: give that file, or set "
-                              "rm_update.replay_forms=0")
-        if self.rm_update.replay_forms_every_slip and not self.rm_update.replay_forms:
-            raise ConfigError("rm_update.replay_forms_every_slip changes the pairs "
-                              "rm_update.replay_forms draws, which is 0 (off): set "
-                              "rm_update.replay_forms=N too, or drop replay_forms_every_slip")
-        if self.rm_update.replay_forms and self.reward.mode not in UPDATING_MODES:
-            raise ConfigError(f"rm_update.replay_forms adds pairs to the reward model's update, "
+        if self.rm_update.rollout_forms and self.reward.mode not in UPDATING_MODES:
+            raise ConfigError(f"rm_update.rollout_forms adds pairs to the reward model's update, "
                               f"which reward.mode={self.reward.mode} does not run")
 
     def plan(self) -> RewardPlan:

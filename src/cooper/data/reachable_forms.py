@@ -19,12 +19,11 @@ number (an item either accepts is left out and counted), so what a reward model 
 pay the rule would not have caught. The items are a pure function of the problems and
 :data:`VERSION` (each choice seeded by the problem's id and the form).
 
-:func:`reachable_pairs` pairs each such wrong answer with a right one in the same form (the
-right sum or truth value alone, a committed answer against a hedge, the same case or spelling),
-built from a reference and checked by the gold judge: pairs a reward-model update can replay
-(``rm_update.replay_forms``) so that the form alone never decides the score. They teach the
-forms the check above measures: on other problems, but by the same templates, so a reward model
-taught them is shown robust to these forms, not to forms no one named.
+What is measured here is not what an update trains on: the defence of ``reward.mode=judged``
+cuts its form pairs from the step's own right rollouts, for any answer type
+(:mod:`cooper.rl.forms`), never from these templates, so a reward model that pays little here
+has learned the forms, not these strings. (Until commit a4817b8 an update could replay
+template pairs built here, ``rm_update.replay_forms``.)
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cooper.types import Pair, Problem, Triple
+from cooper.types import Problem, Triple
 from cooper.verify.extraction import reads_as_numbers
 from cooper.verify.gold import gold_correct, in_words, read_boolean, read_integer
 from cooper.verify.verifier import verify_batch
@@ -85,38 +84,16 @@ def _compare_items(a: int, word: str, b: int, truth: bool, rng: random.Random) -
             "case_spelling": f"{working} The answer is \\boxed{{{rng.choice(variants)}}}."}
 
 
-def _sum_rights(a: int, b: int, right: int, rng: random.Random) -> dict[str, str]:
-    words = in_words(right)
-    return {"answer_alone": f"\\boxed{{{words}}}",
-            "hedge": f"The answer is \\boxed{{{words}}}.",
-            "case_spelling": f"{a} + {b} = {right}. The answer is "
-                             f"\\boxed{{{rng.choice(_spellings(words))}}}."}
-
-
-def _compare_rights(a: int, word: str, b: int, truth: bool,
-                    rng: random.Random) -> dict[str, str]:
-    bigger = (word == "greater") == truth
-    working = f"{a} {'>' if bigger else '<'} {b}."
-    variants = [v for v in TRUTH_VARIANTS if read_boolean(v) is truth]
-    says = "yes" if truth else "no"
-    return {"answer_alone": f"\\boxed{{{says}}}",
-            "hedge": f"The answer is \\boxed{{{says}}}.",
-            "case_spelling": f"{working} The answer is \\boxed{{{rng.choice(variants)}}}."}
-
-
-def _drafts(p: Problem, salt: str) -> tuple[dict[str, str], dict[str, str]] | None:
-    """(wrong, right) texts per form for a sum or a comparison; None for other problems. The
-    wrong ones are drawn first, so ``salt`` alone tells the check's items from the pairs'."""
-    rng = random.Random(f"{VERSION}\x00{p.id}{salt}")
+def _drafts(p: Problem) -> dict[str, str] | None:
+    """The wrong texts per form for a sum or a comparison; None for other problems."""
+    rng = random.Random(f"{VERSION}\x00{p.id}")
     s, c = _SUM.fullmatch(p.question.strip()), _COMPARE.fullmatch(p.question.strip())
     right = read_integer(p.reference) if s else None
     truth = read_boolean(p.reference) if c else None
     if s and right is not None:
-        return (_sum_items(int(s[1]), int(s[2]), right, rng),
-                _sum_rights(int(s[1]), int(s[2]), right, rng))
+        return _sum_items(int(s[1]), int(s[2]), right, rng)
     if c and truth is not None:
-        return (_compare_items(int(c[1]), c[2], int(c[3]), truth, rng),
-                _compare_rights(int(c[1]), c[2], int(c[3]), truth, rng))
+        return _compare_items(int(c[1]), c[2], int(c[3]), truth, rng)
     return None
 
 
@@ -132,46 +109,11 @@ def _unread_wrong(texts: Sequence[str], problems: Sequence[Problem]) -> list[boo
 def reachable_items(problems: Sequence[Problem]) -> ReachableItems:
     """Each form's wrong answers to these problems (sums and comparisons; other problems are
     skipped), checked as the module docstring says."""
-    drafts = [(form, p, texts[0][form]) for p in problems
-              if (texts := _drafts(p, "")) is not None for form in FORMS]
+    drafts = [(form, p, texts[form]) for p in problems
+              if (texts := _drafts(p)) is not None for form in FORMS]
     keep = _unread_wrong([t for _, _, t in drafts], [p for _, p, _ in drafts])
     items: dict[str, list[Triple]] = {f: [] for f in FORMS}
     for (form, p, text), ok in zip(drafts, keep, strict=True):
         if ok:
             items[form].append(Triple(p.question, p.reference, text))
     return ReachableItems(items, len(keep) - sum(keep))
-
-
-def _slip_drafts(p: Problem, right: str) -> list[tuple[str, str]]:
-    """(right, wrong) answers boxed alone for a sum: its right answer in words (``right``)
-    against each of its slips (:data:`SLIPS`) in words; none for other problems."""
-    s = _SUM.fullmatch(p.question.strip())
-    value = read_integer(p.reference) if s else None
-    if value is None:
-        return []
-    wrongs = dict.fromkeys(w for d in SLIPS if (w := max(0, value + d)) != value)
-    return [(right, f"\\boxed{{{in_words(w)}}}") for w in wrongs]
-
-
-def reachable_pairs(problems: Sequence[Problem], every_slip: bool = False) -> list[Pair]:
-    """For each sum or comparison and each form, a right answer in that form against a wrong
-    one (``negative_source`` ``form:FORM``), drawn apart from :func:`reachable_items`'s; a pair
-    whose wrong answer fails that function's check or whose right one the gold judge does not
-    call right is left out.
-
-    ``every_slip``: a sum's answer alone is paired with each of its slips (:data:`SLIPS`, up to
-    four wrong values) instead of one drawn. Why: boxed alone, nothing but the value tells a
-    right sum in words from a wrong one (there is no working to read), so it is the form a
-    reward model learns last; one slip a problem shows it a quarter of the wrong values a
-    policy writes there."""
-    drafts = []  # (form, problem, right, wrong)
-    for p in problems:
-        if (texts := _drafts(p, "\x00pair")) is None:
-            continue
-        for form in FORMS:
-            slips = _slip_drafts(p, texts[1][form]) if every_slip and form == "answer_alone" else []
-            drafts += [(form, p, r, w) for r, w in slips or [(texts[1][form], texts[0][form])]]
-    keep = _unread_wrong([w for *_, w in drafts], [p for _, p, _, _ in drafts])
-    return [Pair(p.id, p.question, p.reference, right, wrong, f"form:{form}")
-            for (form, p, right, wrong), ok in zip(drafts, keep, strict=True)
-            if ok and gold_correct(right, p.reference)]

@@ -75,13 +75,13 @@ def arm_config(exp: ExperimentConfig, arm: str, out: Path, setup: Setup) -> Trai
     cfg.reward.model = setup.reward_model
     cfg.reward.monitor = True  # the rule arm logs the (frozen) reward model's gap too
     cfg.validation.rm_probe = setup.probe
-    if cfg.rm_update.replay or cfg.rm_update.replay_forms:
-        # the rows the initial reward model was trained on (replay_forms: their problems)
+    if cfg.rm_update.replay:
+        # the rows the initial reward model was trained on
         rows = setup_dir(out) / "rm_train.jsonl"
         if not rows.is_file():
             raise UserError(f"arm '{arm}' replays the reward model's training rows "
-                            "(rm_update.replay or rm_update.replay_forms), but this setup "
-                            "trained none: set rm_init.triples, or drop them from the arm")
+                            "(rm_update.replay), but this setup trained none: set "
+                            "rm_init.triples, or set rm_update.replay=0 in the arm")
         cfg.rm_update.replay_file = str(rows)
     # the policies before the final one that the final evaluation scores
     if exp.final_eval.policies > 1:

@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from cooper.config.engine import ConfigError
+from cooper.config.train import JudgeConfig
 from cooper.errors import UserError
 from cooper.infra.endpoint import Endpoint, EndpointGenerator
 from cooper.infra.endpoint_records import EndpointConfig
@@ -31,6 +33,7 @@ from cooper.infra.generation import HFGenerator
 if TYPE_CHECKING:
     from cooper.infra.endpoint_records import EndpointConfig
     from cooper.infra.generation import Generator
+    from cooper.labelling.judge import Judge
 
 _LABEL = re.compile(r"^([A-Za-z0-9_.-]+)=(.+)$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -140,3 +143,36 @@ def open_generator(spec: BackendSpec, *, local: LocalOptions | None = None,
                            batch_size=local.batch_size, dtype=local.dtype)
     gen.name = spec.label
     return gen
+
+
+def drop_in_judge(judge: str | Judge | JudgeConfig | None, *, budget: float | None = None,
+                  threshold: float | None = None) -> tuple[JudgeConfig, Judge | None]:
+    """The TRL drop-in's ``judge=`` as ``cooper train``'s ``judge.*`` settings, and the judge
+    object when the caller built one. A string is a spec as the CLI takes it: ``gold`` (the
+    testbeds' gold judge), ``api:MODEL@URL[#KEYVAR]`` (an OpenAI-compatible endpoint: what
+    ``vllm serve MODEL`` or a hosted API offers) or ``hf:MODEL`` (a local model);
+    ``budget``/``threshold`` set ``judge.budget``/``judge.threshold`` (None: the default), and
+    may not contradict a :class:`~cooper.config.train.JudgeConfig` that brings its own."""
+    given = {k: v for k, v in (("budget", budget), ("threshold", threshold)) if v is not None}
+    if isinstance(judge, JudgeConfig):
+        clash = [f"judge_{k}={v}" for k, v in given.items() if getattr(judge, k) != v]
+        if clash:
+            raise ConfigError(f"{', '.join(clash)} contradicts the JudgeConfig's own "
+                              f"({', '.join(f'{k}={getattr(judge, k)}' for k in given)}): set it "
+                              "in the JudgeConfig alone")
+        return judge, None
+    if judge is not None and not isinstance(judge, str) and not callable(
+            getattr(judge, "judge", None)):
+        raise ConfigError(f"judge={judge!r} is not a judge: pass 'api:MODEL@URL', 'hf:MODEL', "
+                          "'gold', a JudgeConfig, or an object with judge(items) (a Judge)")
+    if judge is None or not isinstance(judge, str):
+        return JudgeConfig(**given), judge
+    spec = judge.strip()
+    if spec == "gold":
+        return JudgeConfig(backend="gold", **given), None
+    parsed = parse_spec(spec)
+    if parsed.is_endpoint:
+        return JudgeConfig(backend="endpoint", model=parsed.model, base_url=parsed.url,
+                           **({"api_key_env": parsed.key_env} if parsed.key_env else {}),
+                           **given), None
+    return JudgeConfig(backend="local", model=parsed.model, **given), None

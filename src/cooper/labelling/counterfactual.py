@@ -1,98 +1,345 @@
-"""A solution's wrong twin: the same text with its final answer swapped for one known wrong,
+"""A solution's wrong twin: the same text with its final answer swapped for one proven wrong,
 written in the answer's own form (``judge.counterfactual``).
 
 A judge fooled by something in a reply that is not the answer (a phrase, a form of the answer
 it favours: "One Token to Fool LLM-as-a-Judge", Zhao et al. 2025) says yes whatever the answer
 is. Asking it again about the twin tells its "yes" that read the answer from the one that did
 not: a judge that also calls the twin right was not reading the answer, so that "yes" is not
-taught (:class:`cooper.rl.judging.RolloutJudge`). The wrong value is made from the reference,
-so it needs no judge: the reference's value plus one (a number) or its negation (yes/no); in
-the answer's form (digits, words, Roman numerals, yes/no or true/false, its case), so that the
-twin differs from the solution in the answer alone. Written here, not taken from a library:
-the swap depends on the project's own answer reading (:mod:`cooper.verify.extraction`,
-:mod:`cooper.verify.gold`).
+taught (:class:`cooper.rl.judging.RolloutJudge`). The twin needs no judge and no reference's
+help: it is ONE change in the answer's own text, so that the twin differs from the solution in
+the answer alone and in nothing a judge could take as a cue (a number's last digit, keeping its
+writing: ``1,200`` -> ``1,201``, ``.35625`` -> ``.35626``, ``\\frac{1}{8}`` -> ``\\frac{1}{9}``;
+one element of a tuple or a set; an interval's bound or bracket; a sign; another choice letter;
+a truth word's opposite, in its case; a number in words or Roman numerals, in its style).
+
+Edits are tried in a fixed order and the first one *proven* different from the answer the judge
+called right, and from the reference where it can be read (a twin must never happen to be the
+right answer), is taken (:mod:`.twin_certify`: the proof does not rest on math-verify's
+verdict). An answer no edit can be proven wrong for gets no twin, with the reason; its "yes"
+is then withheld by the caller, never checked on a twin that might be right. Written here,
+not taken from a library: no library makes such twins, and the swap depends on the project's
+own answer reading (:mod:`cooper.verify.extraction`, :mod:`cooper.verify.gold`).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-from cooper.verify.extraction import find_answer, normalize_reference, number_to_str, plain_number
-from cooper.verify.gold import in_roman, in_words, read_boolean, read_integer
+from cooper.labelling.twin_certify import different
+from cooper.labelling.twin_read import (
+    MAX_CHARS,
+    choice_letter,
+    has_words,
+    read,
+    read_reference,
+    strip_units,
+)
+from cooper.verify.extraction import clean_answer, find_answer, normalize_reference
+from cooper.verify.gold import MAX_WORDS, in_roman, in_words, read_boolean, read_integer
 
-_WORD = re.compile(r"\b(yes|no|true|false)\b", re.IGNORECASE)
-_DIGITS = re.compile(r"-?\d+(?:\.\d+)?")
-_WORDS = re.compile(r"[A-Za-z][A-Za-z ,\-]*[A-Za-z]|[A-Za-z]")
+KINDS: tuple[str, ...] = (
+    "integer", "decimal", "fraction", "radical", "pi", "percent", "complex", "number",
+    "expression", "equation", "inequality", "tuple", "interval", "matrix", "choice", "truth",
+    "words", "roman", "text", "none")
+"""an answer's kind: numbers by their writing (``number``: another closed form, a power or a
+logarithm), ``expression`` (a variable), ``tuple`` (also sets and lists of values), ``choice``
+(a multiple-choice letter A-E), ``truth`` (yes/no/true/false), ``words`` (a number in words),
+``text`` (anything else), ``none`` (no final answer)"""
+
+REASONS: tuple[str, ...] = ("no_answer", "too_long", "no_edit", "uncertified")
+"""why no twin: no final answer; one longer than the reader's bound; nothing to change in its
+form; no edit proven different from the answer and the reference"""
+
+MAX_TRIES = 40  # edits certified at most (each costs a parse): a long tuple has many
+MAX_TRIED_CHARS = 3000  # and at most this much text parsed for one twin (a long answer: fewer)
+
+
+@dataclass(frozen=True)
+class Twin:
+    """A solution's wrong twin (``text``), or why there is none (``reason``)."""
+
+    text: str | None  # the solution with its final answer replaced; None where none certified
+    answer: str | None  # the twin's final answer alone (what goes inside the box)
+    original: str | None  # the solution's final answer
+    kind: str  # one of KINDS
+    reason: str | None  # one of REASONS where there is no twin
+
+
+_ROMAN = re.compile(r"[IVXLCDM]+")
 _OPPOSITE = {"yes": "no", "no": "yes", "true": "false", "false": "true"}
+_TRUTH_WORD = re.compile(r"\b(yes|no|true|false)\b", re.IGNORECASE)
+_WORDS = re.compile(r"[A-Za-z][A-Za-z \-]*[A-Za-z]|[A-Za-z]")
+_LETTER = re.compile(r"(?<![A-Za-z\\])[A-E](?![A-Za-z])")
+_TOKEN = re.compile(r"\d+(?:\.\d+)?|\.\d+")
+_BASE = re.compile(r"\s*_\s*\{?\s*(\d+)\s*\}?")
+_THOUSANDS = re.compile(r"-?(?:\\\$|\$)?\d{1,3}(?:,(?:\\!)?\s?\d{3})+(?:\.\d+)?")
+_DEGREES = re.compile(r"\^\s*\{?\s*\\circ\s*\}?")
+_RELATION = re.compile(r"\\(?:le|ge|leq|geq|leqslant|geqslant|neq|ne|lt|gt)\b|[<>≤≥≠]")
 
+
+# ------------------------------------------------------------------ kinds
+
+def answer_kind(answer: str | None, reference: str = "") -> str:
+    """The kind of a final answer (one of :data:`KINDS`); a Roman numeral is one only where
+    the reference reads as an integer (``C`` answering a multiple-choice question is a
+    letter)."""
+    if answer is None:
+        return "none"
+    s = clean_answer(answer)
+    if read_boolean(s) is not None:
+        return "truth"
+    if _is_roman(s, reference):
+        return "roman"
+    if choice_letter(s) is not None:
+        return "choice"
+    if re.search(r"[A-Za-z]", s) and not _ROMAN.fullmatch(s) and read_integer(s) is not None:
+        return "words"
+    core = _DEGREES.sub("", strip_units(re.sub(r"\\(?:left|right)\b", "", s)))
+    if has_words(core):
+        return "text"
+    return _math_kind(core)
+
+
+def _math_kind(s: str) -> str:
+    if re.search(r"\\begin\{[pbvB]?matrix\}", s):
+        return "matrix"
+    if (re.search(r"\\cup|\\cap|\\in\b", s) or re.match(r"\s*\[", s) or re.search(r"\]\s*$", s)
+            or (re.match(r"\s*\(", s) and "\\infty" in s)):
+        return "interval"
+    if re.search(r"(?<![<>!\\])=", s):
+        return "equation"
+    if _RELATION.search(s):
+        return "inequality"
+    if _THOUSANDS.fullmatch(s):
+        return "integer"
+    if "," in s or "\\pm" in s or "\\{" in s:
+        return "tuple"
+    letters = re.sub(r"\\[A-Za-z]+|_\s*\{?\s*\d+\s*\}?", "", s)
+    found = set(re.findall(r"[A-Za-z]", letters))
+    if found - {"i"}:
+        return "expression"
+    for kind, pattern in (("percent", r"%"), ("complex", r"i"), ("pi", r"\\pi"),
+                          ("radical", r"\\sqrt"), ("fraction", r"\\[dt]?frac|/"),
+                          ("decimal", r"\d?\.\d")):
+        if re.search(pattern, letters if kind == "complex" else s):
+            return kind
+    bare = re.sub(r"\\\$|\$|\\!|_\s*\{?\s*\d+\s*\}?", "", s).strip()
+    return "integer" if re.fullmatch(r"-?\d+", bare) else "number"
+
+
+def _is_roman(s: str, reference: str) -> bool:
+    s = re.sub(r"^\\text\{\s*(.*?)\s*\}$", r"\1", s)  # \text{XII}: read_integer unwraps it too
+    if not _ROMAN.fullmatch(s) or read_integer(s) is None:
+        return False
+    ref = normalize_reference(reference) if reference else ""
+    return bool(ref) and choice_letter(ref) is None and read_integer(ref) is not None
+
+
+# ------------------------------------------------------------------ edits
 
 def _in_case_of(word: str, like: str) -> str:
-    """``word`` in the case ``like`` is written in (YES, Yes, yes)."""
+    """``word`` in the case ``like`` is written in (YES, Yes, yes; Seventy-Two)."""
     if like.isupper() and len(like) > 1:
         return word.upper()
+    parts = re.split(r"([ \-])", like)
+    if len(parts) > 1 and all(p[:1].isupper() for p in parts[::2] if p):
+        return "".join(p[:1].upper() + p[1:] for p in re.split(r"([ \-])", word))
     if like[:1].isupper():
         return word[:1].upper() + word[1:]
     return word
 
 
-def _wrong_number(answer: int | None, reference: str) -> int | None:
-    """An integer that is not the reference's value (the reference's plus one), or, when the
-    reference is not a number, one that is not the answer (any number is then wrong)."""
-    ref = read_integer(reference)  # digits, words or Roman numerals
-    if ref is not None:
-        return ref + 1
-    if plain_number(normalize_reference(reference)) is not None:
-        return None  # a fraction or a decimal: no form of it is written here
-    if read_boolean(reference) is not None and answer is not None:
-        return answer + 1
-    return None
-
-
-def _swap_truth(answer: str, reference: str) -> str | None:
-    m = _WORD.search(answer)
+def _truth_edits(answer: str) -> list[tuple[str, str | None]]:
+    m = _TRUTH_WORD.search(answer)
     if m is None:
-        return None
-    truth = read_boolean(reference)
-    word = m.group(1).lower()
-    if truth is None:  # a yes/no answer to a question that is not one: any truth value is wrong
-        wrong = word
-    else:
-        said_yes = word in ("yes", "true")
-        wrong = word if said_yes != truth else _OPPOSITE[word]
-    return answer[:m.start()] + _in_case_of(wrong, m.group(1)) + answer[m.end():]
+        return []
+    word = _in_case_of(_OPPOSITE[m.group(1).lower()], m.group(1))
+    return [(answer[:m.start()] + word + answer[m.end():], None)]
 
 
-def _swap_integer(answer: str, reference: str) -> str | None:
+def _choice_edits(answer: str) -> list[tuple[str, str | None]]:
+    found = list(_LETTER.finditer(answer))
+    if not found:
+        return []
+    m = found[-1]
+    at = "ABCDE".index(m.group())
+    others = ["ABCDE"[(at + k) % 5] for k in range(1, 5)]  # the next option first
+    return [(answer[:m.start()] + c + answer[m.end():], None) for c in others]
+
+
+def _spelt_edits(answer: str, roman: bool) -> list[tuple[str, str | None]]:
     value = read_integer(answer)
-    wrong = _wrong_number(value, reference)
-    if wrong is None:
-        return None
-    digits = list(_DIGITS.finditer(answer))
-    if digits:  # 12, \text{12 apples}, 1,200: the last number written in digits
-        m = digits[-1]
-        return answer[:m.start()] + number_to_str(wrong) + answer[m.end():]
-    words = _WORDS.search(answer)
-    if words is None or value is None:
-        return None
-    text = words.group()
-    spelt = in_roman(wrong) if text.isupper() and read_integer(text) is not None and re.fullmatch(
-        r"[IVXLCDM]+", text) else in_words(wrong)
-    return answer[:words.start()] + _in_case_of(spelt, text) + answer[words.end():]
+    # the run of letters that writes the number (not "text" in "\text{seven}")
+    m = next((m for m in (_ROMAN if roman else _WORDS).finditer(answer)
+              if read_integer(m.group()) == value), None)
+    if value is None or m is None:
+        return []
+    text = m.group()
+    out = []
+    for wrong in (value + 1, value - 1, value + 2):
+        if roman and not 1 <= wrong <= 3999 or not roman and not 0 <= abs(wrong) <= MAX_WORDS:
+            continue
+        if roman:
+            spelt = in_roman(wrong)
+        else:
+            spelt = in_words(wrong)
+            if "-" not in text:  # "seventy two": its style of compound
+                spelt = spelt.replace("-", " ")
+            spelt = _in_case_of(spelt, text)
+        out.append((answer[:m.start()] + spelt + answer[m.end():], None))
+    return out
+
+
+def _digit_alternatives(d: int, base: int, leading: bool) -> list[int]:
+    low = 1 if leading else 0
+    return [x for x in (d + 1, d - 1, d + 2, d - 2) if low <= x < base][:2]
+
+
+def _token_variants(token: str, base: int) -> list[str]:
+    """``token`` with one digit changed: its last digit (+1, else -1; then the other way),
+    then its first significant digit (a change in the last digit of a long decimal can be
+    below any tolerance)."""
+    places = [i for i, c in enumerate(token) if c.isdigit()]
+    whole = token.split(".")[0]
+    first = next((i for i in places if token[i] != "0"), None)
+    out = []
+    for at, count in ((places[-1], 2), (first, 1)):
+        if at is None or (at == places[-1] and count == 1):
+            continue
+        leading = at == 0 and len(whole) > 1
+        for d in _digit_alternatives(int(token[at]), base, leading)[:count]:
+            out.append(token[:at] + str(d) + token[at + 1:])
+    return out
+
+
+def _subscript(answer: str, start: int) -> bool:
+    before = answer[:start].rstrip()
+    return before.endswith("_") or before.endswith("_{")
+
+
+def _number_edits(answer: str) -> list[tuple[str, str | None]]:
+    """Each number's variants, the last number first (a tuple's last element, an equation's
+    right side, an expression's constant term), subscripts (``a_1``, a base) last."""
+    tokens = [m for m in _TOKEN.finditer(answer) if not answer[:m.start()].endswith("\\")]
+    ordered = ([m for m in reversed(tokens) if not _subscript(answer, m.start())]
+               + [m for m in reversed(tokens) if _subscript(answer, m.start())])
+    out = []
+    for m in ordered:
+        b = _BASE.match(answer, m.end())
+        base = int(b.group(1)) if b and 2 <= int(b.group(1)) <= 10 else 10
+        out += [(answer[:m.start()] + v + answer[m.end():], v)
+                for v in _token_variants(m.group(), base)]
+    return out
+
+
+def _after_word(answer: str, edited: str) -> bool:
+    """Whether the edit changed a number that follows a word (a label)."""
+    at = next((i for i, (a, b) in enumerate(zip(answer, edited, strict=False)) if a != b), 0)
+    while at > 0 and (answer[at - 1].isdigit() or answer[at - 1] == "."):
+        at -= 1
+    return re.search(r"[A-Za-z]{3,}\s*$", answer[:at]) is not None
+
+
+def _bracket_edits(answer: str) -> list[tuple[str, str | None]]:
+    """An interval's outer brackets flipped, open <-> closed (not at an infinite end)."""
+    out = []
+    left = re.match(r"\s*(?:\\left\s*)?([(\[])", answer)
+    if left and not re.match(r"\s*-?\s*\\infty", answer[left.end():]):
+        c = "[" if left.group(1) == "(" else "("
+        out.append((answer[:left.start(1)] + c + answer[left.end(1):], None))
+    right = re.search(r"([)\]])\s*$", answer)
+    if right and not re.search(r"\\infty\s*(?:\\right\s*)?$", answer[:right.start(1)]):
+        c = "]" if right.group(1) == ")" else ")"
+        out.append((answer[:right.start(1)] + c + answer[right.end(1):], None))
+    return out
+
+
+def _sign_edits(answer: str) -> list[tuple[str, str | None]]:
+    """A binary + or - flipped (the last first), then a minus put before (or taken from) the
+    last element or right side: ``p - q`` -> ``p + q``, ``\\cot x`` -> ``-\\cot x``."""
+    out = []
+    for i in reversed(range(len(answer))):
+        if answer[i] in "+-":
+            before = answer[:i].rstrip()
+            if before and (before[-1].isalnum() or before[-1] in ")}]!|."):
+                c = "-" if answer[i] == "+" else "+"
+                out.append((answer[:i] + c + answer[i + 1:], None))
+    cut = max(answer.rfind(","), answer.rfind("="))
+    at = cut + 1
+    while at < len(answer) and (answer[at].isspace() or answer.startswith(("\\,", "\\;", "\\!",
+                                                                           "\\ "), at)):
+        at += 2 if answer[at] == "\\" else 1
+    if answer.startswith("-", at):
+        out.append((answer[:at] + answer[at + 1:], None))
+    elif at < len(answer):
+        out.append((answer[:at] + "-" + answer[at:], None))
+    return out
+
+
+def edits(answer: str, kind: str) -> list[tuple[str, str | None]]:
+    """The candidate twins of an answer, in the order they are tried: (twin answer, the new
+    number written where one was changed)."""
+    if kind == "truth":
+        return _truth_edits(answer)
+    if kind == "choice":
+        return _choice_edits(answer)
+    if kind in ("words", "roman"):
+        return _spelt_edits(answer, kind == "roman")
+    found = _number_edits(answer)
+    if kind == "text":  # a name or a phrase has no form to change; a number in it has,
+        # but not a label's ("Sequence 1", "Day 15"): changing one says the same thing
+        return [(a, t) for a, t in found if not _after_word(answer, a)]
+    if kind == "interval":
+        found = _bracket_edits(answer) + found
+    return found + _sign_edits(answer)
+
+
+# ------------------------------------------------------------------ the twin
+
+def _numbers(text: str) -> set[str]:
+    return {m.group().lstrip("0") or "0" for m in _TOKEN.finditer(text.replace(",", ""))}
+
+
+def make_twin(solution: str, reference: str, *, judged: str | None = None) -> Twin:
+    """``solution`` with its final answer (``find_answer(solution, "strict")``) changed once,
+    in its form, into an answer proven different from ``judged`` (the answer the judge called
+    right; default the solution's own) and from ``reference`` where that can be read."""
+    span = find_answer(solution, "strict") if isinstance(solution, str) else None
+    if span is None:
+        return Twin(None, None, None, "none", "no_answer")
+    original = span.text
+    kind = answer_kind(original, reference)
+    if len(original) > MAX_CHARS:
+        return Twin(None, None, original, kind, "too_long")
+    candidates = edits(original, kind)
+    if not candidates:
+        return Twin(None, None, original, kind, "no_edit")
+    roman = kind == "roman"
+    source = read(original if judged is None else judged, roman=roman)
+    ref = normalize_reference(reference) if isinstance(reference, str) and reference else ""
+    truth = read_reference(ref) if ref else ()
+    # a reference that cannot be read whole (words, a set-builder) cannot be compared: a
+    # changed number that appears in it could make the twin right, so such edits are skipped
+    guard = _numbers(ref) if not truth or has_words(original) else set()
+    seen, budget = {original}, MAX_TRIED_CHARS
+    for answer, token in candidates[:MAX_TRIES]:
+        if answer in seen:
+            continue
+        seen.add(answer)
+        budget -= len(answer)
+        if budget < 0:
+            break
+        if token is not None and (token.lstrip("0") or "0") in guard:
+            continue
+        mine = read(answer, roman=roman)
+        if different(mine, source) and (not truth or different(mine, truth)):
+            return Twin(solution[:span.start] + answer + solution[span.end:], answer, original,
+                        kind, None)
+    return Twin(None, None, original, kind, "uncertified")
 
 
 def wrong_twin(solution: str, reference: str) -> str | None:
-    """``solution`` with its final answer (:func:`~cooper.verify.extraction.find_answer`)
-    replaced by a wrong one in the same form; None where there is no final answer, or no
-    value known wrong can be written in its form (a reference that is neither a number nor
-    yes/no, an answer that is neither)."""
-    span = find_answer(solution, "strict")
-    if span is None:
-        return None
-    answer = span.text
-    try:
-        twin = (_swap_truth(answer, reference) if read_boolean(answer) is not None
-                or (read_boolean(reference) is not None and _WORD.search(answer))
-                else _swap_integer(answer, reference))
-    except ValueError:  # a number beyond what words or Roman numerals are written for here
-        return None
-    return None if twin is None else solution[:span.start] + twin + solution[span.end:]
+    """The text of :func:`make_twin` (None where no twin is certified): the solution with its
+    final answer swapped for one proven wrong, in the same form."""
+    return make_twin(solution, reference).text

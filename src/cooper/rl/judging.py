@@ -12,11 +12,13 @@ Two uses in a run, each a setting (``docs/training.md``, "Labels beyond the rule
   ``judge.asking=adaptive`` only where the reward model is unsure or has been found wrong, and
   a random audit of the rest (:mod:`cooper.rl.asking`).
 
-With ``judge.counterfactual`` every "yes" is checked once more: the judge is asked about the
-same solution with its final answer swapped for one known wrong
-(:func:`cooper.labelling.counterfactual.wrong_twin`); a judge that calls that right too was not
-reading the answer, and its "yes" gives no label (``judge/doubted``), nor does one that cannot
-be checked (a final answer that cannot be swapped). A "yes" about a reply that states no final
+With ``judge.counterfactual`` (on in ``reward.mode=judged``) every "yes" is checked once more:
+the judge is asked about the same solution with its final answer's wrong twin
+(:func:`cooper.labelling.counterfactual.make_twin`: one change in the answer's own text,
+certified not equivalent to the answer the judge called right nor to the reference); a judge
+that calls that right too was not reading the answer, and its "yes" gives no label
+(``judge/doubted``), nor does one that cannot be checked (an answer with no certified twin,
+counted by its kind: ``judge/untwinnable``). A "yes" about a reply that states no final
 answer at all (an empty one, ".", "Thought process:") is the judge's mistake whatever it read:
 no reply without an answer is right, so it is taught as "no" (``judge/overruled``), and the
 reward model learns that a reply with nothing in it is wrong instead of never hearing of it
@@ -45,7 +47,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from cooper.config.engine import ConfigError
 from cooper.config.train import JudgeConfig
 from cooper.errors import UserError
 from cooper.infra.collective import Collective, SingleProcess
@@ -90,6 +91,7 @@ class JudgeRound:
     twins: int = 0  # of ``asked``, calls about a "yes"'s wrong twin (judge.counterfactual)
     doubted: int = 0  # "yes" verdicts given no label: the twin was called right too, or unchecked
     overruled: int = 0  # "yes" verdicts on a reply with no final answer, taught as "no"
+    untwinnable: dict[str, int] = field(default_factory=dict)  # doubted "yes": no twin, by kind
     failed_steps: int = 0  # steps in a row, this one included, on which every call failed
     asking: dict[str, float] = field(default_factory=dict)  # how the step chose (labelling)
 
@@ -103,7 +105,10 @@ def judge_metrics(r: JudgeRound) -> dict[str, float]:
             "judge/failed": r.failed, "judge/yes": r.yes, "judge/no": r.no,
             "judge/failed_steps": r.failed_steps, "perf/judge": r.seconds,
             "judge/twins": r.twins, "judge/doubted": r.doubted,
-            "judge/overruled": r.overruled, **r.asking}
+            "judge/overruled": r.overruled,
+            "judge/untwinnable": float(sum(r.untwinnable.values())),
+            **{f"judge/untwinnable/{k}": float(n) for k, n in sorted(r.untwinnable.items())},
+            **r.asking}
 
 
 class RolloutJudge:
@@ -207,10 +212,14 @@ class RolloutJudge:
         mine = ask[c.rank::c.world_size]
         answers = c.gather_objects(list(zip(mine, self._checked([first[k] for k in mine]),
                                             strict=True)))
-        got = {k: v for k, (v, _, _, _) in answers}
-        twins = sum(t for _, (_, t, _, _) in answers)
-        doubted = {k for k, (_, _, d, _) in answers if d}
-        overruled = sum(o for _, (_, _, _, o) in answers)
+        got = {k: v for k, (v, _, _, _, _) in answers}
+        twins = sum(t for _, (_, t, _, _, _) in answers)
+        doubted = {k for k, (_, _, d, _, _) in answers if d}
+        overruled = sum(o for _, (_, _, _, o, _) in answers)
+        untwinnable: dict[str, int] = {}
+        for _, (*_, kind) in answers:
+            if kind is not None:
+                untwinnable[kind] = untwinnable.get(kind, 0) + 1
         for k, v in got.items():
             if k in doubted:
                 self.doubted.add(k)
@@ -233,29 +242,33 @@ class RolloutJudge:
             unlabelled=sum(v is None for v in labels), failed=len(got) - len(decided),
             yes=sum(decided), no=len(decided) - sum(decided), seconds=time.perf_counter() - t,
             twins=twins, doubted=len(doubted), overruled=overruled,
-            failed_steps=self.failed_steps)
+            untwinnable=untwinnable, failed_steps=self.failed_steps)
 
-    def _checked(self, rollouts: list[Rollout]) -> list[tuple[bool | None, int, bool, bool]]:
-        """(verdict, twin calls, doubted, overruled) for each rollout: the judge's verdict and,
-        with ``counterfactual``, each "yes" checked (see the module docstring): overruled (taught
-        as "no") where the reply states no final answer; else doubted where its wrong twin was
-        called right too, got no verdict, or could not be made."""
+    def _checked(self, rollouts: list[Rollout]
+                 ) -> list[tuple[bool | None, int, bool, bool, str | None]]:
+        """(verdict, twin calls, doubted, overruled, untwinnable kind) for each rollout: the
+        judge's verdict and, with ``counterfactual``, each "yes" checked (see the module
+        docstring): overruled (taught as "no") where the reply states no final answer; else
+        doubted where its wrong twin was called right too, got no verdict, or could not be made
+        (then the answer's kind is given)."""
         verdicts = self._ask(rollouts)
         if not self.counterfactual:
-            return [(v, 0, False, False) for v in verdicts]
-        from cooper.labelling.counterfactual import wrong_twin
+            return [(v, 0, False, False, None) for v in verdicts]
+        from cooper.labelling.counterfactual import make_twin
         from cooper.verify.extraction import find_answer
 
         yes = [i for i, v in enumerate(verdicts) if v]
         # the same reading as the twin's and the gold judge's: no final answer, nothing to be right
         answerless = {i for i in yes if find_answer(rollouts[i].completion, "strict") is None}
-        twins = {i: wrong_twin(rollouts[i].completion, rollouts[i].reference)
+        # certified against the answer the judge called right (the reply's own) and the reference
+        twins = {i: make_twin(rollouts[i].completion, rollouts[i].reference)
                  for i in yes if i not in answerless}
-        made = [i for i in twins if twins[i] is not None]
-        seen = self._ask([replace(rollouts[i], completion=twins[i]) for i in made])
+        made = [i for i in twins if twins[i].text is not None]
+        seen = self._ask([replace(rollouts[i], completion=twins[i].text) for i in made])
         confirmed = {i for i, v in zip(made, seen, strict=True) if v is False}
-        return [(False, 0, False, True) if i in answerless else
-                (v, int(i in made), bool(v) and i not in confirmed, False)
+        return [(False, 0, False, True, None) if i in answerless else
+                (v, int(i in made), bool(v) and i not in confirmed, False,
+                 twins[i].kind if i in twins and i not in made else None)
                 for i, v in enumerate(verdicts)]
 
     def _ask(self, rollouts: list[Rollout]) -> list[bool | None]:
@@ -383,38 +396,3 @@ def rollout_judge(cfg: JudgeConfig, *, asked: bool, seed: int = 0, dtype: str | 
     return RolloutJudge(judge, budget=cfg.budget, threshold=cfg.threshold,
                         fail_steps=cfg.fail_steps, name=name, collective=collective,
                         asking=asking, counterfactual=cfg.counterfactual)
-
-
-def drop_in_judge(judge: str | Judge | JudgeConfig | None, *, budget: float | None = None,
-                  threshold: float | None = None) -> tuple[JudgeConfig, Judge | None]:
-    """The TRL drop-in's ``judge=`` as ``cooper train``'s ``judge.*`` settings, and the judge
-    object when the caller built one. A string is a spec as the CLI takes it: ``gold`` (the
-    testbeds' gold judge), ``api:MODEL@URL[#KEYVAR]`` (an OpenAI-compatible endpoint: what
-    ``vllm serve MODEL`` or a hosted API offers) or ``hf:MODEL`` (a local model);
-    ``budget``/``threshold`` set ``judge.budget``/``judge.threshold`` (None: the default), and
-    may not contradict a :class:`~cooper.config.train.JudgeConfig` that brings its own."""
-    given = {k: v for k, v in (("budget", budget), ("threshold", threshold)) if v is not None}
-    if isinstance(judge, JudgeConfig):
-        clash = [f"judge_{k}={v}" for k, v in given.items() if getattr(judge, k) != v]
-        if clash:
-            raise ConfigError(f"{', '.join(clash)} contradicts the JudgeConfig's own "
-                              f"({', '.join(f'{k}={getattr(judge, k)}' for k in given)}): set it "
-                              "in the JudgeConfig alone")
-        return judge, None
-    if judge is not None and not isinstance(judge, str) and not callable(
-            getattr(judge, "judge", None)):
-        raise ConfigError(f"judge={judge!r} is not a judge: pass 'api:MODEL@URL', 'hf:MODEL', "
-                          "'gold', a JudgeConfig, or an object with judge(items) (a Judge)")
-    if judge is None or not isinstance(judge, str):
-        return JudgeConfig(**given), judge
-    spec = judge.strip()
-    if spec == "gold":
-        return JudgeConfig(backend="gold", **given), None
-    from cooper.labelling.backends import parse_spec
-
-    parsed = parse_spec(spec)
-    if parsed.is_endpoint:
-        return JudgeConfig(backend="endpoint", model=parsed.model, base_url=parsed.url,
-                           **({"api_key_env": parsed.key_env} if parsed.key_env else {}),
-                           **given), None
-    return JudgeConfig(backend="local", model=parsed.model, **given), None

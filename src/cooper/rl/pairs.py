@@ -21,11 +21,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cooper.data.reachable_forms import reachable_pairs
 from cooper.data.triples import load_triples
 from cooper.errors import UserError
 from cooper.rl.groups import group_auroc, group_by_problem, top_wrong
-from cooper.types import LabelledTriple, Pair, Problem, Rollout
+from cooper.types import LabelledTriple, Pair, Rollout
 
 if TYPE_CHECKING:
     from cooper.config.train import RMUpdateConfig
@@ -106,25 +105,6 @@ def replay_pairs(update: RMUpdateConfig) -> list[Pair]:
         raise UserError(f"rm_update.replay_file={update.replay_file} holds no right and wrong "
                         "solution of one problem to pair: give the labelled rows the reward "
                         "model was trained on, or set rm_update.replay=0")
-    return pool
-
-
-def form_pairs(update: RMUpdateConfig) -> list[Pair]:
-    """The pairs ``rm_update.replay_forms`` draws from: :func:`~cooper.data.reachable_forms.
-    reachable_pairs` of ``rm_update.replay_file``'s problems (each question and reference
-    once; ``rm_update.replay_forms_every_slip``: a sum's answer alone against each of its
-    slips); none when it is off."""
-    if not update.replay_forms:
-        return []
-    refs = dict.fromkeys((r.triple.question, r.triple.reference)
-                         for r in load_triples(update.replay_file).rows)
-    pool = reachable_pairs([Problem(f"form{i}", q, ref, "replay")
-                            for i, (q, ref) in enumerate(refs)],
-                           every_slip=update.replay_forms_every_slip)
-    if not pool:
-        raise UserError(f"rm_update.replay_forms: rm_update.replay_file={update.replay_file} "
-                        "holds no sum or yes/no comparison to build the forms' pairs from (they "
-                        "are the arithmetic testbeds' forms); set rm_update.replay_forms=0")
     return pool
 
 

@@ -1,13 +1,12 @@
 """What an update replays beside the step's own pairs: the reward model's own labelled training
-rows (``rm_update.replay``, drawn from ``rm_update.replay_file``), and right against wrong
-answers in forms a policy can reach and the rule cannot read (``rm_update.replay_forms``).
+rows (``rm_update.replay``, drawn from ``rm_update.replay_file``).
 
 Why: Cooper's update teaches only this step's rollouts. A right answer the rule cannot read (a
 sum in words against a reference in digits) is taught while the policy writes it; once the
 policy stops writing that form, nothing in the update holds it up and the reward model forgets
 it (docs/experiment_blind.md). A few of the rows it was trained on, drawn into every update,
-keep teaching what the policy no longer shows, at no judge call. The forms' pairs teach what
-the policy has not written yet, before a judge that errs on them can teach the opposite.
+keep teaching what the policy no longer shows, at no judge call. (What the policy has not
+written yet, in forms it can reach, is cut from its right rollouts: :mod:`cooper.rl.forms`.)
 """
 
 from __future__ import annotations

@@ -50,13 +50,13 @@ from typing import TYPE_CHECKING, Any
 
 from cooper.config.train import Payer, Stage2, TrainConfig
 from cooper.infra.collective import Collective, SingleProcess
+from cooper.rl.forms import rollout_form_pairs
 from cooper.rl.groups import group_by_problem
 from cooper.rl.judging import JudgeRound, RolloutJudge, rollout_judge
 from cooper.rl.negatives import NegativeOutcome, NegativeWriter, VerifyFn, build_pairs
 from cooper.rl.observer import GoldObserver
 from cooper.rl.pairs import (
     RolloutStats,
-    form_pairs,
     replay_pairs,
     rollout_negatives,
     rollout_stats,
@@ -102,7 +102,7 @@ class Stage2Stats:
     seconds_update: float
     changed_fraction: float | None = None  # trainable weights the update moved (None: no update)
     pairs_replay: int = 0  # pairs of the reward model's own labelled training rows
-    pairs_forms: int = 0  # pairs of reachable forms built from references (replay_forms)
+    pairs_forms: int = 0  # reachable-form pairs cut from the step's right rollouts
     judge: JudgeRound | None = None  # the judge asked where the rule's "no" said nothing
     judge_gold_agreement: float | None = None  # its labels that the gold judge shares
 
@@ -137,7 +137,6 @@ class Parts:
     replay: Sequence[Pair] = ()  # the reward model's own rows (rm_update.replay)
     observer: GoldObserver | None = None  # the testbeds' gold judge, outside the step
     collective: Collective = field(default_factory=SingleProcess)
-    forms: Sequence[Pair] = ()  # reachable forms, right against wrong (rm_update.replay_forms)
 
 
 class CooperReward:
@@ -168,8 +167,7 @@ class CooperReward:
         self.monitor_every = cfg.reward.monitor_every if plan.pays is Payer.VERIFIER else 1
         updating = plan.stage2 is Stage2.UPDATE
         self.replay = Replay(parts.replay, u.replay if updating else 0, seed=cfg.seed)
-        self.forms = Replay(parts.forms, u.replay_forms if updating else 0, seed=cfg.seed,
-                            name="forms")
+        self.rollout_forms = u.rollout_forms if updating else 0
         # an endpoint's negatives are written while the policy updates: Stage 2 then waits for
         # the policy's step instead of running right after Stage 1
         self.background = self.negatives is not None and cfg.background_negatives()
@@ -185,15 +183,15 @@ class CooperReward:
                     updater: PairwiseUpdater | None, collective: Collective | None = None,
                     verify: VerifyFn | None = None, verify_lenient: VerifyFn | None = None,
                     negatives: Any = _BUILD, judge: Judge | None = None,
-                    replay: Sequence[Pair] | None = None, forms: Sequence[Pair] | None = None,
-                    reference: Any = None) -> CooperReward:
+                    replay: Sequence[Pair] | None = None, reference: Any = None
+                    ) -> CooperReward:
         """The one builder (``cooper train`` and the TRL drop-in): checks ``cfg``'s reward
         settings (resolved for its mode) and builds each part they name that the caller did
         not give: the verifier, the assistant (``reference``: the frozen reference policy a
         local assistant writes with), the judge (from ``judge.*``, or around a given
         :class:`~cooper.labelling.judge.Judge`), the replayed rows and, on the testbeds, the
-        gold observer (``replay``, ``forms``: the pools of ``rm_update.replay`` and
-        ``rm_update.replay_forms``, built from ``rm_update.replay_file`` unless given)."""
+        gold observer (``replay``: the pool of ``rm_update.replay``, built from
+        ``rm_update.replay_file`` unless given)."""
         cfg.check_reward(has_rm=rm is not None, has_judge=judge is not None)
         u, timeout = cfg.rm_update, cfg.reward.verifier_timeout_s
         verify = verify or partial(verify_batch, mode=cfg.reward.verifier_mode, timeout_s=timeout)
@@ -213,8 +211,7 @@ class CooperReward:
                     if cfg.validation.judge == "gold" else None)
         lenient = verify_lenient or partial(verify_batch, mode="lenient", timeout_s=timeout)
         return cls(cfg, Parts(rm, updater, verify, lenient, negatives, judge,
-                              replay_pairs(u) if replay is None else replay, observer, collective,
-                              form_pairs(u) if forms is None else forms))
+                              replay_pairs(u) if replay is None else replay, observer, collective))
 
     @property
     def pending(self) -> bool:
@@ -308,7 +305,10 @@ class CooperReward:
         mine = shard(positives, self.collective.rank, self.collective.world_size)
         rollout_pairs, ambiguous = (self._rollout_pairs(mine, pool) if self.from_rollouts
                                     else ([], 0))
-        replay = shard(self.replay.draw(step) + self.forms.draw(step), self.collective.rank,
+        # the forms a policy can reach, cut from the step's right rollouts (cooper.rl.forms)
+        forms = rollout_form_pairs(positives, self.rollout_forms,
+                                   random.Random(f"{self.seed}:{step}:forms"))
+        replay = shard(self.replay.draw(step) + forms, self.collective.rank,
                        self.collective.world_size)
         written = None
         if self.negatives is not None:

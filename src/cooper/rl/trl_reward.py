@@ -55,13 +55,13 @@ from cooper.data.prompts import BOXED_INSTRUCTION
 from cooper.errors import UserError
 from cooper.infra import collective
 from cooper.infra.threads import fixed_math_threads
+from cooper.labelling.backends import drop_in_judge
 from cooper.rl.checkpoints import (
     RM_FOLDER,
     check_rm_replicas,
     load_reward_model_state,
     save_reward_model_state,
 )
-from cooper.rl.judging import drop_in_judge
 from cooper.rl.step import CooperReward
 from cooper.rl.step_metrics import rollout_metrics, stage2_metrics
 from cooper.rm.update import load_reward_model
@@ -145,7 +145,9 @@ class CooperRewardFunction:
     verifier pays; a reward model, if given, only watches), ``"hybrid"``/``"hybrid_cooper"`` (the
     verifier pays 1 where it accepts, the reward model's score elsewhere; frozen/updated) or
     ``"judged"`` (where the rule misses right answers: the reward model taught by ``judge``,
-    with 16 of its own training rows replayed, ``replay_file=``, or ``replay=0``).
+    each of its "yes" checked on the answer's wrong twin, 16 pairs of forms a policy can reach
+    cut from the step's right rollouts, and 16 of its own training rows replayed,
+    ``replay_file=``, or ``replay=0``).
     ``reference_column``: the dataset column with each problem's final answer;
     ``question_column``: its text (None: the prompt's last user message, less this project's
     boxed-answer instruction); ``id_column``: a problem id (None: the question groups the

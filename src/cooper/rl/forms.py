@@ -1,0 +1,111 @@
+"""Reachable-form pairs cut from a step's own right rollouts (``rm_update.rollout_forms``).
+
+A judge that errs on a form (it calls every answer in words right, or a reply with nothing in
+it) leaves that form to the reward model alone, and a policy finds it: where the rule cannot
+read an answer, only the reward model stands between a wrong answer in that form and its pay.
+The pairs here teach, every update, that the form alone never decides the score, before a judge
+asked about it can teach the opposite. They need no template and no judge: each is cut from a
+rollout the step labelled right (the rule's positive, or the judge's after its "yes" was
+checked), so they hold for any dataset and any answer type:
+
+- ``answer_alone``: the right final answer boxed alone, against its wrong twin boxed alone
+  (:func:`cooper.labelling.counterfactual.make_twin`: one change in the answer's own text,
+  certified not equivalent to it): the form where only the value tells right from wrong;
+- ``hedge``: the rollout against itself with its final answer replaced by a hedge naming the
+  right answer and the twin (``7 or 8``, in either order);
+- an answer-free cut against the rollout, one kind drawn per rollout (:data:`ANSWER_FREE`): its
+  opening line alone (``opener``), its working cut before the final answer (``cut``), its
+  final answer emptied (``emptied``: ``\\boxed{}``), its last character alone
+  (``punctuation``), the question written back (``question``), or nothing (``empty``). No
+  reply without an answer is right, whatever a judge says of it (Master-RM's answer-free
+  negatives; the robustness suite measures such replies with strings of its own, so what it
+  measures is not what is trained here).
+
+A rollout whose answer has no certified twin gives only its answer-free pair. Pure functions of
+the rollouts and a seeded ``random.Random``.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Sequence
+
+from cooper.labelling.counterfactual import make_twin
+from cooper.types import Pair, Rollout
+from cooper.verify.extraction import find_answer
+
+ANSWER_FREE = ("opener", "cut", "emptied", "punctuation", "question", "empty")
+FORM_KINDS = ("answer_alone", "hedge", *ANSWER_FREE)
+SOURCE = "form:"  # each pair's negative_source is SOURCE + its kind (counted as rm/pairs_forms)
+_LEAD_OUT = re.compile(r"(?:\\boxed\{|\\fbox\{|\$+|\\\(|\\\[|\*\*|\s)+$")
+
+
+def answer_free(completion: str, question: str, kind: str) -> str | None:
+    """``completion`` cut to a reply with no final answer, of ``kind`` (:data:`ANSWER_FREE`);
+    None where the cut is not answer-free or says nothing new (a one-line reply has no opener
+    apart from itself)."""
+    span = find_answer(completion, "strict")
+    if kind == "empty":
+        return ""
+    if kind == "question":
+        text = question.strip()
+    elif kind == "punctuation":
+        stripped = completion.rstrip()
+        text = stripped[-1] if stripped and not stripped[-1].isalnum() else "."
+    elif kind == "opener":
+        first = completion.strip().split("\n", 1)[0]
+        text = re.split(r"(?<=[.!?:])\s", first, maxsplit=1)[0].strip()
+    elif span is None:
+        return None
+    elif kind == "cut":  # the working up to the final answer, its lead-in left dangling
+        text = _LEAD_OUT.sub("", completion[:span.start]).rstrip()
+    elif kind == "emptied":
+        text = completion[:span.start] + completion[span.end:]
+    else:
+        raise ValueError(f"kind must be one of {', '.join(ANSWER_FREE)}, got {kind!r}")
+    if text == completion or find_answer(text, "strict") is not None:
+        return None
+    return text
+
+
+def positive_forms(p: Rollout, rng: random.Random) -> list[Pair]:
+    """The form pairs of one right rollout ``p``: its answer alone against its twin alone and
+    its hedge against it (where a twin is certified), and one answer-free cut against it."""
+    def pair(positive: str, negative: str, kind: str) -> Pair:
+        return Pair(p.problem_id, p.question, p.reference, positive, negative, SOURCE + kind)
+
+    out = []
+    twin = make_twin(p.completion, p.reference)
+    span = find_answer(p.completion, "strict")
+    if twin.text is not None and twin.answer is not None and span is not None:
+        right = p.completion[span.start:span.end]
+        out.append(pair(f"\\boxed{{{right}}}", f"\\boxed{{{twin.answer}}}", "answer_alone"))
+        named = [right, twin.answer]
+        rng.shuffle(named)
+        hedge = p.completion[:span.start] + " or ".join(named) + p.completion[span.end:]
+        out.append(pair(p.completion, hedge, "hedge"))
+    kinds = list(ANSWER_FREE)
+    rng.shuffle(kinds)
+    for kind in kinds:  # the first kind this rollout can be cut to
+        cut = answer_free(p.completion, p.question, kind)
+        if cut is not None:
+            out.append(pair(p.completion, cut, kind))
+            break
+    return out
+
+
+def rollout_form_pairs(positives: Sequence[Rollout], n: int, rng: random.Random) -> list[Pair]:
+    """Up to ``n`` form pairs from the step's right rollouts ``positives`` (each text once),
+    taken whole rollout by rollout in a seeded order, so a step teaches each form of the
+    rollouts it draws. ``positives`` must be the same on every process (the caller shards)."""
+    if n <= 0:
+        return []
+    pool = list({(p.problem_id, p.completion): p for p in positives}.values())
+    rng.shuffle(pool)
+    pairs: list[Pair] = []
+    for p in pool:
+        if len(pairs) >= n:
+            break
+        pairs.extend(positive_forms(p, rng))
+    return pairs[:n]

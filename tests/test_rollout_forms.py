@@ -1,0 +1,109 @@
+"""The forms a policy can reach, cut from a step's right rollouts (``rm_update.rollout_forms``),
+and ``reward.mode=judged`` as the defended design: the check of each "yes" and these pairs on by
+default, the arithmetic templates gone from the update."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from cooper.config.engine import ConfigError
+from cooper.config.train import FORMS_REMOVED_AT, load_config
+from cooper.rl.forms import ANSWER_FREE, FORM_KINDS, answer_free, positive_forms, rollout_form_pairs
+from cooper.types import Rollout
+from cooper.verify.extraction import find_answer
+from cooper.verify.verifier import verify_batch
+
+WORKED = "We need the ratio of the two areas.\nIt is $\\frac{2}{16}$.\nSo the answer is \\boxed{\\frac{1}{8}}."
+
+
+def right(pid: str, completion: str, reference: str) -> Rollout:
+    return Rollout(pid, f"question {pid}?", reference, completion, True,
+                   find_answer(completion, "strict").text)
+
+
+@pytest.mark.parametrize("kind", ANSWER_FREE)
+def test_each_answer_free_cut_states_no_final_answer(kind):
+    cut = answer_free(WORKED, "What is the ratio?", kind)
+    assert cut is not None and cut != WORKED
+    assert find_answer(cut, "strict") is None
+    assert verify_batch([cut], ["\\frac{1}{8}"], mode="strict")[0].correct is False
+    expected = {"opener": "We need the ratio of the two areas.",
+                "cut": "We need the ratio of the two areas.\nIt is $\\frac{2}{16}$.\nSo the answer is",
+                "emptied": WORKED.replace("\\frac{1}{8}", ""), "punctuation": ".",
+                "question": "What is the ratio?", "empty": ""}
+    assert cut == expected[kind]
+
+
+def test_a_one_line_reply_has_no_opener_apart_from_itself():
+    assert answer_free("\\boxed{7}", "q", "opener") is None
+    assert answer_free("no answer here", "q", "cut") is None  # nothing to cut before
+
+
+@pytest.mark.parametrize("completion, reference", [
+    (WORKED, "\\frac{1}{8}"),  # a fraction
+    ("The roots give \\boxed{(-\\sqrt{3}, \\sqrt{3})}.", "(-\\sqrt{3}, \\sqrt{3})"),  # an interval
+    ("Solving, \\boxed{(6,31,-1)}", "(6,31,-1)"),  # a tuple
+    ("so it is \\boxed{\\frac{\\sqrt{21}}{5}}", "\\frac{\\sqrt{21}}{5}"),  # a radical
+    ("47 < 52, so \\boxed{yes}", "True"),  # the testbed's yes/no, unread by the rule
+    ("40 + 32 = 72. The answer is \\boxed{seventy-two}.", "72"),  # a sum in words
+])
+def test_a_right_rollout_gives_its_answer_alone_its_hedge_and_an_answer_free_cut(
+        completion, reference):
+    from cooper.verify.gold import gold_correct
+
+    pairs = positive_forms(right("p", completion, reference), random.Random(0))
+    kinds = [p.negative_source.removeprefix("form:") for p in pairs]
+    assert kinds[:2] == ["answer_alone", "hedge"] and kinds[2] in ANSWER_FREE, kinds
+    alone, hedge, free = pairs
+    answer = find_answer(completion, "strict").text
+    assert alone.positive == f"\\boxed{{{answer}}}" and alone.negative != alone.positive
+    assert hedge.positive == completion and " or " in find_answer(hedge.negative, "strict").text
+    assert free.positive == completion and find_answer(free.negative, "strict") is None
+    # the twin alone is wrong: to the rule where it reads the reference, else to the gold judge
+    twin = alone.negative
+    rule = verify_batch([alone.positive, twin], [reference] * 2, mode="strict")
+    if rule[0].correct:
+        assert rule[1].correct is False
+    else:
+        assert gold_correct(alone.positive, reference) and not gold_correct(twin, reference)
+
+
+def test_an_answer_with_no_certified_twin_gives_its_answer_free_pair_alone():
+    pairs = positive_forms(right("p", "The winner is \\boxed{\\text{Evelyn}}.", "\\text{Evelyn}"),
+                           random.Random(0))
+    assert [p.negative_source for p in pairs] in (
+        [f"form:{k}"] for k in ANSWER_FREE)
+
+
+def test_a_step_draws_n_pairs_the_same_way_every_time():
+    rollouts = [right(str(i), f"Step one.\nSo \\boxed{{\\frac{{{i}}}{{7}}}}", f"\\frac{{{i}}}{{7}}")
+                for i in range(1, 9)]
+    a = rollout_form_pairs(rollouts, 10, random.Random("0:3:forms"))
+    b = rollout_form_pairs(rollouts, 10, random.Random("0:3:forms"))
+    assert a == b and len(a) == 10
+    assert {p.negative_source.removeprefix("form:") for p in a} <= set(FORM_KINDS)
+    assert rollout_form_pairs(rollouts, 0, random.Random(0)) == []
+    assert len(rollout_form_pairs(rollouts[:1], 10, random.Random(0))) == 3  # all it has
+
+
+# ------------------------------------------------------------------ the one switch
+
+def test_judged_brings_the_check_and_the_rollouts_forms_and_each_can_be_turned_off():
+    cfg = load_config(None, ["reward.mode=judged"]).resolve()
+    assert cfg.judge.counterfactual is True and cfg.rm_update.rollout_forms == 16
+    off = load_config(None, ["reward.mode=judged", "judge.counterfactual=false",
+                             "rm_update.rollout_forms=0"]).resolve()
+    assert off.judge.counterfactual is False and off.rm_update.rollout_forms == 0
+    plain = load_config(None, ["reward.mode=cooper"]).resolve()
+    assert plain.judge.counterfactual is False and plain.rm_update.rollout_forms == 0
+
+
+def test_the_template_forms_are_gone_and_an_old_file_at_their_default_still_loads():
+    load_config(None, ["rm_update.replay_forms=0", "rm_update.replay_forms_every_slip=false"])
+    with pytest.raises(ConfigError, match=f"last run at commit {FORMS_REMOVED_AT}"):
+        load_config(None, ["rm_update.replay_forms=16"])
+    cfg = load_config(None, ["reward.mode=rule", "rm_update.rollout_forms=4"])
+    with pytest.raises(ConfigError, match="rollout_forms adds pairs"):
+        cfg.validate()
