@@ -221,11 +221,12 @@ def test_with_judge_pays_a_verdict_pays_where_the_judge_spoke_and_the_reward_mod
         rollouts, _, _ = step.score(["p"] * 4, ["What is 50 + 5?"] * 4, ["55"] * 4, texts, step=1)
         return step, rollouts, step.update()
 
-    # a budget of one call (a quarter of 4): the highest-paid candidate is asked
+    # a budget of one call (a quarter of 4): the highest-paid candidate is asked (and a "yes"
+    # checked on its twin, one call more: reward.mode=judged checks every "yes")
     _, plain, st = one_step()
-    assert st.judge.asked == 1 and not [r for r in plain if r.judged is not None]
+    assert st.judge.asked - st.judge.twins == 1 and not [r for r in plain if r.judged is not None]
     step, paid, st = one_step("reward.judge_pays=true")
-    assert st.judge.asked == 1
+    assert st.judge.asked - st.judge.twins == 1
     judged = [i for i, r in enumerate(paid) if r.judged is not None]
     assert len(judged) == 1 and judged[0] != 3  # the rule's yes is never asked
     i = judged[0]
@@ -236,7 +237,7 @@ def test_with_judge_pays_a_verdict_pays_where_the_judge_spoke_and_the_reward_mod
     # in evaluation no new call, but what the judge said before still pays
     again, _, _ = step.score(["p"] * 4, ["What is 50 + 5?"] * 4, ["55"] * 4, texts, step=2,
                              training=False)
-    assert again[i].paid == float(i == 0) and step.judge.judge.asked.__len__() == 1
+    assert again[i].paid == float(i == 0) and len(step.judge.judge.asked) == st.judge.asked
 
 
 def test_judge_pays_needs_the_judges_labels_in_cooper_s_update():

@@ -248,8 +248,8 @@ def test_the_judged_preset_is_hacking_cpu_with_the_shared_judged_arms():
 
 
 def test_the_judged_variants_are_the_judged_arm_with_one_thing_changed():
-    """judged_replay8 is judged with 8 rows replayed instead of 16, judged_no_replay judged with
-    no replay and no anchor, judged_pay_all_noisy judged_pay_all with a judge wrong on 10% of
+    """judged_replay8 is judged_unchecked (judged before its defence) with 8 rows replayed instead
+    of 16, judged_no_replay with no replay and no anchor, judged_pay_all_noisy judged_pay_all with a judge wrong on 10% of
     its verdicts; with no rows for them to replay, the experiment says so before it starts."""
     blind = load_experiment("blind_cpu").validate()
     judged = without_label(blind.arms["judged_unchecked"])
@@ -258,7 +258,7 @@ def test_the_judged_variants_are_the_judged_arm_with_one_thing_changed():
         **judged, "rm_update.replay": 0, "rm_update.anchor_weight": 0.0}
     assert without_label(blind.arms["judged_pay_all_noisy"]) == {
         **without_label(blind.arms["judged_pay_all"]), "judge.error_rate": 0.1}
-    eight, sixteen = (blind.arm_train(a).to_dict() for a in ("judged_replay8", "judged"))
+    eight, sixteen = (blind.arm_train(a).to_dict() for a in ("judged_replay8", "judged_unchecked"))
     assert (eight["rm_update"]["replay"], sixteen["rm_update"]["replay"]) == (8, 16)
     assert eight["rm_update"]["anchor_weight"] == sixteen["rm_update"]["anchor_weight"] == 0.5
     eight["rm_update"]["replay"] = 16
@@ -342,7 +342,8 @@ def test_the_asking_preset_is_blind_cpu_with_the_asking_arms():
 def test_the_fooled_preset_is_blind_cpu_with_judges_fooled_by_what_the_policy_writes(tmp_path):
     """`blind_cpu_fooled`: blind_cpu's setup and arms, plus TinyV's design and judged Cooper
     each with a judge fooled by a trigger; each trigger finds the testbed's own forms."""
-    from cooper.labelling.judge import FoolableJudge, JudgeItem
+    from cooper.experiment.gold_judge import FoolableJudge
+    from cooper.labelling.judge import JudgeItem
 
     blind = load_experiment("blind_cpu").validate()
     fooled = load_experiment("blind_cpu_fooled").validate()
