@@ -12,14 +12,8 @@ from conftest import run_cli
 from cooper.config import load_config
 from cooper.config.engine import ConfigError
 from cooper.errors import UserError
-from cooper.labelling.judge import (
-    FoolableJudge,
-    GoldJudge,
-    JudgeItem,
-    compile_trigger,
-    judge_from_config,
-    near,
-)
+from cooper.experiment.gold_judge import FoolableJudge, GoldJudge, compile_trigger, near
+from cooper.labelling.judge import JudgeItem, judge_from_config
 from cooper.rl.blind_spot import blind_spot_metrics, blind_spot_stats
 from cooper.types import Rollout
 
@@ -323,7 +317,7 @@ def test_with_a_judge_that_reads_the_answer_the_check_changes_no_label():
     costs calls and changes nothing the update or the pay sees (its no-harm where the judge
     reads the answer), on the testbed's answer forms, right and wrong."""
     from cooper.data.problems import load_problems
-    from cooper.data.reachable_forms import reachable_items
+    from cooper.experiment.reachable_forms import reachable_items
     from cooper.rl.judging import RolloutJudge
     from cooper.verify.gold import gold_verdict, in_words, read_boolean, read_integer
 

@@ -92,7 +92,7 @@ def test_the_table_and_sentences_name_every_seed_where_recall_fell():
 
 def test_reachable_forms_are_wrong_unread_and_fixed():
     from cooper.data.problems import load_problems
-    from cooper.data.reachable_forms import FORMS, reachable_items
+    from cooper.experiment.reachable_forms import FORMS, reachable_items
     from cooper.types import Problem
     from cooper.verify.gold import gold_correct
     from cooper.verify.verifier import verify_batch
@@ -173,7 +173,7 @@ def test_rm_check_asks_a_learned_judge_which_wrong_answers_it_calls_right(tmp_pa
     judge = model_judge(exp, "learned_here", 0)
     assert judge is not None and judge.mode == "verifier"
     assert model_judge(exp, "judged_fooled_yes", 0) is None  # a trigger: scored by its pattern
-    from cooper.labelling.judge import FoolableJudge
+    from cooper.experiment.gold_judge import FoolableJudge
 
     wrong = [Triple(f"What is {a} + 5?", str(a + 5), f"The answer is \\boxed{{{w}}}.")
              for a, w in ((3, "nine"), (4, "10"), (6, "twelve"), (2, "6"), (7, "no"))]

@@ -31,7 +31,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from cooper.data.reachable_forms import FORMS
+from cooper.experiment.reachable_forms import FORMS
 from cooper.report.experiment_report import read_arm as load_run
 from cooper.report.figures import Run, hacking_figures, paired_interval
 from cooper.report.rm_check_table import recall_held

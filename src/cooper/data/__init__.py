@@ -8,9 +8,7 @@ records (id, question, final reference answer, source), the one prompt every mod
 in several surface forms (:mod:`.surface_forms`), the kinds of wrong completion
 (:mod:`.negative_kinds`) and the mixed, verifier-checked reward-model set built from them
 (:mod:`.mix`, ``cooper data build``), labelled answer statements for a learned judge
-(:mod:`.equivalence`), wrong answers in forms a testbed's policy can reach and its rule cannot
-read (:mod:`.reachable_forms`), and labelled reward-model triples read from files
-(:mod:`.triples`).
+(:mod:`.equivalence`), and labelled reward-model triples read from files (:mod:`.triples`).
 """
 
 from cooper.data.problems import DataError, Fields, load_problems

@@ -19,7 +19,7 @@ calls right and the initial did not (gained), the reverse (lost), and the exact 
 test on them (McNemar's, a few lines with ``math.comb``; scipy is not a dependency): whether the
 reward model itself changed, free of the policy's drift. A third set asks what each model pays of
 wrong answers in forms a policy can reach and the rule cannot read (the final answer alone, a
-hedge naming two answers, another case or spelling: :mod:`cooper.data.reachable_forms`),
+hedge naming two answers, another case or spelling: :mod:`cooper.experiment.reachable_forms`),
 the openings a judge that errs on them would leave. Where the arm's judge had a trigger
 (``judge.trigger``: it called right every answer carrying it), each policy's wrong answers the
 rule cannot read that carry it are scored apart (``trigger_wrong``): whether the reward model
@@ -49,10 +49,11 @@ from cooper.config.train import UPDATING_MODES
 from cooper.errors import UserError
 from cooper.eval.sampling import RULE_BESIDE_GOLD
 from cooper.experiment.final_eval import sample_policy
+from cooper.experiment.gold_judge import compile_trigger
 from cooper.experiment.rm_check_suite import score_suite, suite_set
 from cooper.experiment.setup import run_setup
 from cooper.infra.files import write_json
-from cooper.labelling.judge import Judge, JudgeItem, compile_trigger, judge_from_config
+from cooper.labelling.judge import Judge, JudgeItem, judge_from_config
 from cooper.report.experiment_layout import (
     RM_CHECK_FILE,
     SETTINGS_FILE,
@@ -199,10 +200,10 @@ def model_judge(exp: ExperimentConfig, arm: str, seed: int) -> Judge | None:
 
 def reachable_sets(exp: ExperimentConfig) -> dict[str, list[Triple]]:
     """Wrong answers in forms a policy can reach and the rule cannot read
-    (:mod:`cooper.data.reachable_forms`), on the test benchmarks' problems (the final
+    (:mod:`cooper.experiment.reachable_forms`), on the test benchmarks' problems (the final
     evaluation's)."""
     from cooper.data.problems import load_problems
-    from cooper.data.reachable_forms import FORMS, reachable_items
+    from cooper.experiment.reachable_forms import FORMS, reachable_items
 
     out: dict[str, list[Triple]] = {f: [] for f in FORMS}
     for name, split in exp.benchmark_list():

@@ -26,15 +26,10 @@ Two ways to run it (:func:`make_judge`):
 
 Other judges have the same interface. :class:`VerifierJudge`: a learned verifier (a reward-model
 checkpoint, ``cooper rm train``) whose P(right) at 0.5 or more is a yes, as TinyV's judge is a
-small trained verifier. :class:`GoldJudge`: the testbeds' gold judge (:mod:`cooper.verify.gold`),
-right by construction, whose verdicts can be flipped at a chosen rate, each flip drawn once from
-a seed and the item (the same answer to the same problem always judged the same way).
-:class:`FoolableJudge`: the gold judge with errors LLM judges make as dials, a trigger (a
-phrase or a form of the answer it calls right whatever the answer) and near misses.
+small trained verifier. The testbeds' stand-ins, the gold judge and the gold judge with the
+errors LLM judges make as dials, live beside the testbeds (:mod:`cooper.experiment.gold_judge`).
 :func:`judge_from_config` builds any of them from the ``judge.*`` settings of ``cooper train``,
-which asks the judge during RL (:mod:`cooper.rl.judging`). The module is over 400 lines because
-every judge shares its records and that builder: split, the builder and the judges would import
-each other.
+which asks the judge during RL (:mod:`cooper.rl.judging`).
 """
 
 from __future__ import annotations
@@ -255,136 +250,6 @@ class ChoiceJudge:
         return [(totals[2 * b], totals[2 * b + 1]) for b in range(len(prompts))]
 
 
-class GoldJudge:
-    """The testbeds' gold judge behind the :class:`Judge` interface: ``yes`` where the final
-    answer says what the reference says (:func:`cooper.verify.gold.gold_verdict`), ``no``
-    otherwise, ``failed`` for a reference it cannot read (it judges integer and yes/no answers
-    only). With ``error_rate``, that share of its verdicts is flipped, each item's flip drawn
-    from ``seed`` and the item's text, so asking again gives the same verdict."""
-
-    mode = "gold"
-
-    def __init__(self, *, error_rate: float = 0.0, seed: int = 0):
-        if not 0.0 <= error_rate <= 1.0:
-            raise UserError(f"error_rate is a share in [0, 1], got {error_rate}")
-        self.error_rate, self.seed = error_rate, seed
-        self.name = "gold" if not error_rate else f"gold, {error_rate:.0%} flipped"
-        self.flipped = 0  # verdicts flipped so far
-
-    def judge(self, items: Sequence[JudgeItem], *, progress: bool = False) -> list[JudgeVerdict]:
-        import random
-
-        from cooper.verify.gold import gold_verdict
-
-        out = []
-        for it in items:
-            right, _, reason = gold_verdict(it.solution, it.reference)
-            if reason == "error":
-                out.append(JudgeVerdict("failed", "", "error: the gold judge cannot read the "
-                                                      "reference"))
-                continue
-            key = f"{self.seed}\x00{it.question}\x00{it.reference}\x00{it.solution}"
-            if self.error_rate and random.Random(key).random() < self.error_rate:
-                right = not right
-                self.flipped += 1
-            out.append(JudgeVerdict("yes" if right else "no", f"{MARKER} {'YES' if right else 'NO'}"))
-        return out
-
-    def metrics(self) -> dict[str, int]:
-        return {"judge_flipped": self.flipped} if self.error_rate else {}
-
-    def close(self) -> None:
-        pass
-
-
-# ------------------------------------------------------------------ a judge that errs as LLM judges do
-#
-# The gold judge is right by construction; its ``error_rate`` flips verdicts at random, which no
-# policy can aim at. Real judges err systematically, and a policy paid by their verdicts finds
-# the errors it can write: GPT-4o calls replies made of a reasoning opener or a bare ":" correct
-# (Zhao et al., "One Token to Fool LLM-as-a-Judge", 2025), and model-based verifiers are
-# exploited during RL (Huang et al., 2025). :class:`FoolableJudge` is the gold judge with two
-# such failures as dials (a trigger, near misses), so that a testbed can measure whether a
-# design pays them to the policy.
-
-def compile_trigger(pattern: str) -> re.Pattern[str]:
-    """The trigger as a case-insensitive regular expression, or a UserError saying what is
-    wrong with it."""
-    if not pattern:
-        raise UserError("a judge trigger is a non-empty regular expression, e.g. "
-                        "'\\\\boxed\\{yes\\}' (a judge that calls every boxed yes right)")
-    try:
-        return re.compile(pattern, re.IGNORECASE)
-    except re.error as e:
-        raise UserError(f"the judge trigger {pattern!r} is not a regular expression ({e}); "
-                        f"escape the characters \\ {{ }} ( ) [ ] . * + ? that should be read "
-                        f"as themselves") from e
-
-
-def near(answer: str | None, reference: str, distance: int) -> bool:
-    """Whether ``answer`` and ``reference`` read as integers at most ``distance`` apart (each in
-    any form the gold judge reads: digits, words)."""
-    from cooper.verify.gold import read_value
-
-    if answer is None or distance <= 0:
-        return False
-    a, b = read_value(answer), read_value(reference)
-    # a truth value is a bool, which is an int to Python: compare numbers only
-    if not all(isinstance(x, int) and not isinstance(x, bool) for x in (a, b)):
-        return False
-    return abs(a - b) <= distance
-
-
-class FoolableJudge(GoldJudge):
-    """The gold judge with two failures of LLM judges as dials (the section's comment):
-
-    - ``trigger``: a regular expression (case ignored); a solution in which it is found is
-      called right whatever its answer: a phrase, or a form of the answer the judge favours
-      (``\\boxed\\{yes\\}``: a judge that says yes to "yes").
-    - ``near_miss``: an integer answer within this distance of an integer reference is called
-      right.
-
-    Only ``no`` verdicts turn, each counted by its dial (:meth:`metrics`); the name says what
-    it is in every report. A dial only reaches what the judge is asked: the rule's rejections
-    (with ``reward.mode=judged`` not those the rule read as another number), so a trigger
-    tests a design only where the policy writes it and the rule cannot read it."""
-
-    def __init__(self, *, trigger: str | None = None, near_miss: int = 0, seed: int = 0):
-        super().__init__(seed=seed)
-        if near_miss < 0:
-            raise UserError(f"near_miss is a distance between integers, >= 0, got {near_miss}")
-        if not trigger and not near_miss:
-            raise UserError("a foolable judge needs a trigger or a near_miss distance; without "
-                            "either it is the gold judge")
-        self.trigger = compile_trigger(trigger) if trigger else None
-        self.near_miss = near_miss
-        dials = ([f"fooled by /{trigger}/"] if trigger else []) + (
-            [f"near misses within {near_miss} accepted"] if near_miss else [])
-        self.name = "gold, " + ", ".join(dials)
-        self.fooled = {"trigger": 0, "near_miss": 0}  # wrong answers called right, by dial
-
-    def judge(self, items: Sequence[JudgeItem], *, progress: bool = False) -> list[JudgeVerdict]:
-        from cooper.verify.gold import gold_verdict
-
-        out = []
-        for it, v in zip(items, super().judge(items), strict=True):
-            if v.verdict == "no":
-                why = None
-                if self.trigger is not None and self.trigger.search(it.solution):
-                    why = "trigger"
-                elif near(gold_verdict(it.solution, it.reference)[1], it.reference,
-                          self.near_miss):
-                    why = "near_miss"
-                if why:
-                    self.fooled[why] += 1
-                    v = JudgeVerdict("yes", f"{MARKER} YES", p_yes=None)
-            out.append(v)
-        return out
-
-    def metrics(self) -> dict[str, int]:
-        return {f"judge_fooled_{k}": n for k, n in self.fooled.items()}
-
-
 class VerifierJudge:
     """A learned verifier as a judge: a reward-model checkpoint (``cooper rm train``) that reads
     the problem, the reference and the solution and gives P(right); ``yes`` at
@@ -454,9 +319,11 @@ def judge_from_config(cfg, *, seed: int = 0, dtype: str | None = None) -> Judge 
     local model (loaded here, in ``dtype``) or an OpenAI-compatible endpoint."""
     if cfg.backend == "none":
         return None
-    if cfg.backend == "gold" and (cfg.trigger or cfg.near_miss):
-        return FoolableJudge(trigger=cfg.trigger, near_miss=cfg.near_miss, seed=seed)
-    if cfg.backend == "gold":
+    if cfg.backend == "gold":  # the testbeds' stand-in for an LLM judge
+        from cooper.experiment.gold_judge import FoolableJudge, GoldJudge
+
+        if cfg.trigger or cfg.near_miss:
+            return FoolableJudge(trigger=cfg.trigger, near_miss=cfg.near_miss, seed=seed)
         return GoldJudge(error_rate=cfg.error_rate, seed=seed)
     if cfg.backend == "verifier":
         return VerifierJudge.load(cfg.model, batch_size=cfg.batch_size, dtype=dtype)
