@@ -12,7 +12,11 @@ reward model's score where the rule could not read the answer; every step the re
 updated on the step's rollouts, labelled by the judge where the rule's "no" says nothing (at
 most ``--judge-budget`` of a step's rollouts are new calls; each answer to a problem is asked
 once in the whole run), with 16 of its own training rows replayed (``--replay-file``: the rows
-``cooper rm train`` read; ``--no-replay`` where they are not at hand). A hosted judge's key is
+``cooper rm train`` read; ``--no-replay`` where they are not at hand). A judge errs, so each of
+its "yes" is checked on the answer's wrong twin (a judge that calls that right too teaches
+nothing: ``judge/doubted``), a "yes" on a reply with no answer is taught as "no", and 16 pairs a
+step cut from the right rollouts (the answer alone, a hedge, a reply with no answer) teach that
+no form decides the score. A hosted judge's key is
 read from ``OPENAI_API_KEY`` (or ``api:MODEL@URL#VAR``). The judge's verdicts are saved in each
 checkpoint (``judge.json`` beside the reward model) and come back with ``--resume``. A judge that
 gives no verdict on 3 steps in a row stops the run (``JudgeUnavailable``): a wrong URL does not
