@@ -107,3 +107,36 @@ def test_the_template_forms_are_gone_and_an_old_file_at_their_default_still_load
     cfg = load_config(None, ["reward.mode=rule", "rm_update.rollout_forms=4"])
     with pytest.raises(ConfigError, match="rollout_forms adds pairs"):
         cfg.validate()
+
+
+def test_a_yes_whose_answer_has_no_certified_twin_is_doubted_and_counted_by_kind():
+    """The check withholds a "yes" it cannot check (a name: no edit of it is proven wrong) and
+    says why, by the answer's kind; a "yes" it can check and the judge confirms is taught."""
+    from cooper.labelling.judge import JudgeVerdict
+    from cooper.rl.judging import RolloutJudge, judge_metrics
+
+    class YesToAll:  # a judge that reads nothing: yes to everything
+        name, mode = "yes", "generate"
+
+        def judge(self, items, *, progress=False):
+            return [JudgeVerdict("yes", "VERDICT: YES") for _ in items]
+
+        def close(self):
+            pass
+
+    class Reads(YesToAll):  # yes only where the boxed answer is the reference itself
+        def judge(self, items, *, progress=False):
+            return [JudgeVerdict("yes" if f"{{{it.reference}}}" in it.solution else "no",
+                                 "") for it in items]
+
+    def roll(pid: str, answer: str, reference: str) -> Rollout:
+        return Rollout(pid, f"Who or what is {pid}?", reference, f"So \\boxed{{{answer}}}.",
+                       False, answer)
+
+    rollouts = [roll("a", "\\text{Evelyn}", "\\text{Evelyn}"), roll("b", "(3,4]", "(3,4]")]
+    labels, r = RolloutJudge(YesToAll(), counterfactual=True).label(rollouts)
+    assert labels == [None, None] and r.doubted == 2 and r.twins == 1  # the interval's twin: yes too
+    m = judge_metrics(r)
+    assert m["judge/untwinnable"] == 1 and m["judge/untwinnable/text"] == 1
+    labels, r = RolloutJudge(Reads(), counterfactual=True).label(rollouts)
+    assert labels == [None, True] and r.doubted == 1 and r.untwinnable == {"text": 1}
