@@ -10,15 +10,19 @@ help: it is ONE change in the answer's own text, so that the twin differs from t
 the answer alone and in nothing a judge could take as a cue (a number's last digit, keeping its
 writing: ``1,200`` -> ``1,201``, ``.35625`` -> ``.35626``, ``\\frac{1}{8}`` -> ``\\frac{1}{9}``;
 one element of a tuple or a set; an interval's bound or bracket; a sign; another choice letter;
-a truth word's opposite, in its case; a number in words or Roman numerals, in its style).
+a truth word's opposite, in its case; a number in words or Roman numerals, in its style; for an
+answer in words, another option its question names or an opposite; another letter in a list of
+letters).
 
 Edits are tried in a fixed order and the first one *proven* different from the answer the judge
 called right, and from the reference where it can be read (a twin must never happen to be the
-right answer), is taken (:mod:`.twin_certify`: the proof does not rest on math-verify's
-verdict). An answer no edit can be proven wrong for gets no twin, with the reason; its "yes"
-is then withheld by the caller, never checked on a twin that might be right. Written here,
-not taken from a library: no library makes such twins, and the swap depends on the project's
-own answer reading (:mod:`cooper.verify.extraction`, :mod:`cooper.verify.gold`).
+right answer), is taken: by its reading (:mod:`.twin_certify`: the proof does not rest on
+math-verify's verdict), else part by part where math-verify reads the whole in part (a list of
+equations, a quantifier in words: :mod:`.twin_parts`), else as text (:mod:`.twin_text`). An
+answer no edit can be proven wrong for gets no twin, with the reason; its "yes" is then
+withheld by the caller, never checked on a twin that might be right. Written here, not taken
+from a library: no library makes such twins, and the swap depends on the project's own answer
+reading (:mod:`cooper.verify.extraction`, :mod:`cooper.verify.gold`).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import re
 from dataclasses import dataclass
 
 from cooper.labelling.twin_certify import different
+from cooper.labelling.twin_parts import Found, parts_certified
 from cooper.labelling.twin_read import (
     MAX_CHARS,
     choice_letter,
@@ -34,6 +39,13 @@ from cooper.labelling.twin_read import (
     read,
     read_reference,
     strip_units,
+)
+from cooper.labelling.twin_text import (
+    in_case_of,
+    letter_certified,
+    letter_edits,
+    text_certified,
+    text_edits,
 )
 from cooper.verify.extraction import clean_answer, find_answer, normalize_reference
 from cooper.verify.gold import MAX_WORDS, in_roman, in_words, read_boolean, read_integer
@@ -64,6 +76,10 @@ class Twin:
     original: str | None  # the solution's final answer
     kind: str  # one of KINDS
     reason: str | None  # one of REASONS where there is no twin
+    how: str | None = None  # how it was certified (twin_parts.HOWS); None where there is none
+    # the (twin's, source's) pieces math-verify's second path must call unequal where the twin
+    # was certified part by part (the changed element's right side); empty: the whole answers
+    checks: tuple[tuple[str, str], ...] = ()
 
 
 _ROMAN = re.compile(r"[IVXLCDM]+")
@@ -138,23 +154,11 @@ def _is_roman(s: str, reference: str) -> bool:
 
 # ------------------------------------------------------------------ edits
 
-def _in_case_of(word: str, like: str) -> str:
-    """``word`` in the case ``like`` is written in (YES, Yes, yes; Seventy-Two)."""
-    if like.isupper() and len(like) > 1:
-        return word.upper()
-    parts = re.split(r"([ \-])", like)
-    if len(parts) > 1 and all(p[:1].isupper() for p in parts[::2] if p):
-        return "".join(p[:1].upper() + p[1:] for p in re.split(r"([ \-])", word))
-    if like[:1].isupper():
-        return word[:1].upper() + word[1:]
-    return word
-
-
 def _truth_edits(answer: str) -> list[tuple[str, str | None]]:
     m = _TRUTH_WORD.search(answer)
     if m is None:
         return []
-    word = _in_case_of(_OPPOSITE[m.group(1).lower()], m.group(1))
+    word = in_case_of(_OPPOSITE[m.group(1).lower()], m.group(1))
     return [(answer[:m.start()] + word + answer[m.end():], None)]
 
 
@@ -186,7 +190,7 @@ def _spelt_edits(answer: str, roman: bool) -> list[tuple[str, str | None]]:
             spelt = in_words(wrong)
             if "-" not in text:  # "seventy two": its style of compound
                 spelt = spelt.replace("-", " ")
-            spelt = _in_case_of(spelt, text)
+            spelt = in_case_of(spelt, text)
         out.append((answer[:m.start()] + spelt + answer[m.end():], None))
     return out
 
@@ -301,10 +305,13 @@ def _numbers(text: str) -> set[str]:
     return {m.group().lstrip("0") or "0" for m in _TOKEN.finditer(text.replace(",", ""))}
 
 
-def make_twin(solution: str, reference: str, *, judged: str | None = None) -> Twin:
+def make_twin(solution: str, reference: str, *, judged: str | None = None,
+              question: str | None = None) -> Twin:
     """``solution`` with its final answer (``find_answer(solution, "strict")``) changed once,
     in its form, into an answer proven different from ``judged`` (the answer the judge called
-    right; default the solution's own) and from ``reference`` where that can be read."""
+    right; default the solution's own) and from ``reference`` where that can be read.
+    ``question`` (the problem's text), where given, offers its other options for an answer in
+    words (:mod:`.twin_text`)."""
     span = find_answer(solution, "strict") if isinstance(solution, str) else None
     if span is None:
         return Twin(None, None, None, "none", "no_answer")
@@ -313,30 +320,56 @@ def make_twin(solution: str, reference: str, *, judged: str | None = None) -> Tw
     if len(original) > MAX_CHARS:
         return Twin(None, None, original, kind, "too_long")
     candidates = edits(original, kind)
-    if not candidates:
-        return Twin(None, None, original, kind, "no_edit")
-    roman = kind == "roman"
-    source = read(original if judged is None else judged, roman=roman)
+    source = original if judged is None else judged
     ref = normalize_reference(reference) if isinstance(reference, str) and reference else ""
+    texts = text_edits(original, question) if kind == "text" else []
+    letters = letter_edits(original) if kind == "tuple" else []
+    if not (candidates or texts or letters):
+        return Twin(None, None, original, kind, "no_edit")
+    found = (_certified(original, candidates, source, ref, kind)
+             or next((Found(a, "letters", ((new, old),)) for a, new, old in letters
+                      if letter_certified(a, new, old, source, ref)), None)
+             or next((Found(a, how) for a, new, how in texts
+                      if text_certified(a, new, source, ref)), None))
+    if found is None:
+        return Twin(None, None, original, kind, "uncertified")
+    return Twin(solution[:span.start] + found.answer + solution[span.end:], found.answer,
+                original, kind, None, found.how, found.checks)
+
+
+def _certified(original: str, candidates: list[tuple[str, str | None]], judged: str, ref: str,
+               kind: str) -> Found | None:
+    """The first candidate proven different from ``judged`` and ``ref`` by its reading (each
+    candidate first), else part by part (:mod:`.twin_parts`: lists of equations, quantifiers
+    in words, whose whole reading proves nothing)."""
+    roman = kind == "roman"
+    source = read(judged, roman=roman)
     truth = read_reference(ref) if ref else ()
     # a reference that cannot be read whole (words, a set-builder) cannot be compared: a
     # changed number that appears in it could make the twin right, so such edits are skipped
     guard = _numbers(ref) if not truth or has_words(original) else set()
-    seen, budget = {original}, MAX_TRIED_CHARS
+    seen, tried = {original}, []
     for answer, token in candidates[:MAX_TRIES]:
-        if answer in seen:
-            continue
-        seen.add(answer)
-        budget -= len(answer)
-        if budget < 0:
-            break
-        if token is not None and (token.lstrip("0") or "0") in guard:
-            continue
-        mine = read(answer, roman=roman)
-        if different(mine, source) and (not truth or different(mine, truth)):
-            return Twin(solution[:span.start] + answer + solution[span.end:], answer, original,
-                        kind, None)
-    return Twin(None, None, original, kind, "uncertified")
+        if answer not in seen:
+            seen.add(answer)
+            tried.append((answer, token is not None and (token.lstrip("0") or "0") in guard))
+    for prove in ("value", "parts"):
+        budget = MAX_TRIED_CHARS
+        for answer, guarded in tried:
+            budget -= len(answer)
+            if budget < 0:
+                break
+            if guarded:
+                continue
+            if prove == "parts":
+                found = parts_certified(original, answer, judged, truth)
+                if found is not None:
+                    return found
+                continue
+            mine = read(answer, roman=roman)
+            if different(mine, source) and (not truth or different(mine, truth)):
+                return Found(answer, "value")
+    return None
 
 
 def wrong_twin(solution: str, reference: str) -> str | None:

@@ -115,6 +115,28 @@ def read(text: str, *, roman: bool = False) -> tuple[Reading, ...]:
     return _read(text, roman)
 
 
+def math_verify_equal(a: str, b: str) -> bool:
+    """Whether math-verify reads both answers and calls them equal (its own ``verify``, bounded
+    as :func:`read` is: a longer or deeper answer is not read, so not called equal). A veto for
+    the twins certified as text, never a proof that two answers differ."""
+    a, b = clean_answer(a), clean_answer(b)
+    if a == b:
+        return True
+    if any(len(s) > MAX_CHARS or _nesting(s) > MAX_NESTING for s in (a, b)):
+        return False
+    import math_verify.grader
+    import math_verify.parser
+    from math_verify import parse, verify
+
+    # without its SIGALRM timeouts (see _parse): its warnings that we must bound it are noise
+    math_verify.parser.TIMEOUT_WARNING_SHOWN = math_verify.grader.TIMEOUT_WARNING_SHOWN = True
+    try:
+        gold, pred = parse(f"${b}$", parsing_timeout=None), parse(f"${a}$", parsing_timeout=None)
+        return bool(gold) and bool(pred) and bool(verify(gold, pred, timeout_seconds=None))
+    except Exception:  # noqa: BLE001 -- what math-verify cannot read it calls equal to nothing
+        return False
+
+
 def _nesting(text: str) -> int:
     """The deepest nesting of brackets and braces: math-verify's parser takes time growing
     about 1.5-fold per level (14 nested braces: seconds)."""

@@ -76,7 +76,7 @@ def positive_forms(p: Rollout, rng: random.Random) -> list[Pair]:
         return Pair(p.problem_id, p.question, p.reference, positive, negative, SOURCE + kind)
 
     out = []
-    twin = make_twin(p.completion, p.reference)
+    twin = make_twin(p.completion, p.reference, question=p.question)
     span = find_answer(p.completion, "strict")
     if twin.text is not None and twin.answer is not None and span is not None:
         right = p.completion[span.start:span.end]

@@ -261,7 +261,8 @@ class RolloutJudge:
         # the same reading as the twin's and the gold judge's: no final answer, nothing to be right
         answerless = {i for i in yes if find_answer(rollouts[i].completion, "strict") is None}
         # certified against the answer the judge called right (the reply's own) and the reference
-        twins = {i: make_twin(rollouts[i].completion, rollouts[i].reference)
+        twins = {i: make_twin(rollouts[i].completion, rollouts[i].reference,
+                              question=rollouts[i].question)
                  for i in yes if i not in answerless}
         made = [i for i in twins if twins[i].text is not None]
         seen = self._ask([replace(rollouts[i], completion=twins[i].text) for i in made])
