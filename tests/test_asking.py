@@ -13,7 +13,7 @@ import pytest
 from cooper.config import load_config
 from cooper.config.engine import ConfigError
 from cooper.errors import UserError
-from cooper.experiment.gold_judge import GoldJudge
+from cooper.labelling.gold_judge import GoldJudge
 from cooper.rl.asking import AdaptiveAsking, Counts, cell_of, form_of
 from cooper.rl.judging import RolloutJudge, judge_metrics, rollout_judge
 from cooper.types import Rollout

@@ -12,8 +12,9 @@ from conftest import run_cli
 from cooper.config import load_config
 from cooper.config.engine import ConfigError
 from cooper.errors import UserError
-from cooper.experiment.gold_judge import FoolableJudge, GoldJudge, compile_trigger, near
-from cooper.labelling.judge import JudgeItem, judge_from_config
+from cooper.labelling.gold_judge import FoolableJudge, GoldJudge, compile_trigger, near
+from cooper.labelling.judge import JudgeItem
+from cooper.labelling.judge_config import judge_from_config
 from cooper.rl.blind_spot import blind_spot_metrics, blind_spot_stats
 from cooper.types import Rollout
 

@@ -342,7 +342,7 @@ def test_the_asking_preset_is_blind_cpu_with_the_asking_arms():
 def test_the_fooled_preset_is_blind_cpu_with_judges_fooled_by_what_the_policy_writes(tmp_path):
     """`blind_cpu_fooled`: blind_cpu's setup and arms, plus TinyV's design and judged Cooper
     each with a judge fooled by a trigger; each trigger finds the testbed's own forms."""
-    from cooper.experiment.gold_judge import FoolableJudge
+    from cooper.labelling.gold_judge import FoolableJudge
     from cooper.labelling.judge import JudgeItem
 
     blind = load_experiment("blind_cpu").validate()

@@ -14,9 +14,10 @@ import pytest
 from cooper.config import load_config
 from cooper.config.engine import ConfigError
 from cooper.config.train import JudgeConfig
-from cooper.experiment.gold_judge import GoldJudge
 from cooper.labelling.backends import drop_in_judge
-from cooper.labelling.judge import JudgeItem, JudgeVerdict, judge_from_config
+from cooper.labelling.gold_judge import GoldJudge
+from cooper.labelling.judge import JudgeItem, JudgeVerdict
+from cooper.labelling.judge_config import judge_from_config
 from cooper.rl.judging import (
     JudgeUnavailable,
     RolloutJudge,

@@ -173,7 +173,7 @@ def test_rm_check_asks_a_learned_judge_which_wrong_answers_it_calls_right(tmp_pa
     judge = model_judge(exp, "learned_here", 0)
     assert judge is not None and judge.mode == "verifier"
     assert model_judge(exp, "judged_fooled_yes", 0) is None  # a trigger: scored by its pattern
-    from cooper.experiment.gold_judge import FoolableJudge
+    from cooper.labelling.gold_judge import FoolableJudge
 
     wrong = [Triple(f"What is {a} + 5?", str(a + 5), f"The answer is \\boxed{{{w}}}.")
              for a, w in ((3, "nine"), (4, "10"), (6, "twelve"), (2, "6"), (7, "no"))]

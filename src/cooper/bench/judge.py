@@ -69,12 +69,12 @@ def _policy_dir(name: str) -> str:
 
 
 def _judge(args: argparse.Namespace):
-    from cooper.experiment.gold_judge import GoldJudge
     from cooper.labelling.backends import LocalOptions, open_generator, parse_spec
+    from cooper.labelling.gold_judge import GoldJudge
     from cooper.labelling.judge import VerifierJudge, make_judge
 
     if args.judge == "gold" and (args.trigger or args.near_miss):
-        from cooper.experiment.gold_judge import FoolableJudge
+        from cooper.labelling.gold_judge import FoolableJudge
 
         return FoolableJudge(trigger=args.trigger, near_miss=args.near_miss, seed=args.seed)
     if args.judge == "gold":

@@ -49,11 +49,12 @@ from cooper.config.train import UPDATING_MODES
 from cooper.errors import UserError
 from cooper.eval.sampling import RULE_BESIDE_GOLD
 from cooper.experiment.final_eval import sample_policy
-from cooper.experiment.gold_judge import compile_trigger
 from cooper.experiment.rm_check_suite import score_suite, suite_set
 from cooper.experiment.setup import run_setup
 from cooper.infra.files import write_json
-from cooper.labelling.judge import Judge, JudgeItem, judge_from_config
+from cooper.labelling.gold_judge import compile_trigger
+from cooper.labelling.judge import Judge, JudgeItem
+from cooper.labelling.judge_config import judge_from_config
 from cooper.report.experiment_layout import (
     RM_CHECK_FILE,
     SETTINGS_FILE,

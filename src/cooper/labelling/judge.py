@@ -27,9 +27,9 @@ Two ways to run it (:func:`make_judge`):
 Other judges have the same interface. :class:`VerifierJudge`: a learned verifier (a reward-model
 checkpoint, ``cooper rm train``) whose P(right) at 0.5 or more is a yes, as TinyV's judge is a
 small trained verifier. The testbeds' stand-ins, the gold judge and the gold judge with the
-errors LLM judges make as dials, live beside the testbeds (:mod:`cooper.experiment.gold_judge`).
-:func:`judge_from_config` builds any of them from the ``judge.*`` settings of ``cooper train``,
-which asks the judge during RL (:mod:`cooper.rl.judging`).
+errors LLM judges make as dials, live apart (:mod:`cooper.labelling.gold_judge`), and
+:func:`cooper.labelling.judge_config.judge_from_config` builds any of them from the ``judge.*``
+settings of ``cooper train``, which asks the judge during RL (:mod:`cooper.rl.judging`).
 """
 
 from __future__ import annotations
@@ -311,33 +311,3 @@ def make_judge(generator: Generator, *, mode: str = "generate", max_tokens: int 
                             "probabilities; use --judge-mode generate with an endpoint")
         return ChoiceJudge(generator, max_chars=max_chars, batch_size=batch_size)
     return GeneratingJudge(generator, max_tokens=max_tokens, max_chars=max_chars)
-
-
-def judge_from_config(cfg, *, seed: int = 0, dtype: str | None = None) -> Judge | None:
-    """The judge ``cooper train``'s ``judge.*`` settings name (a
-    :class:`~cooper.config.train.JudgeConfig`), None for ``backend=none``: the gold judge, a
-    local model (loaded here, in ``dtype``) or an OpenAI-compatible endpoint."""
-    if cfg.backend == "none":
-        return None
-    if cfg.backend == "gold":  # the testbeds' stand-in for an LLM judge
-        from cooper.experiment.gold_judge import FoolableJudge, GoldJudge
-
-        if cfg.trigger or cfg.near_miss:
-            return FoolableJudge(trigger=cfg.trigger, near_miss=cfg.near_miss, seed=seed)
-        return GoldJudge(error_rate=cfg.error_rate, seed=seed)
-    if cfg.backend == "verifier":
-        return VerifierJudge.load(cfg.model, batch_size=cfg.batch_size, dtype=dtype)
-    if cfg.backend == "local":
-        generator: Generator = HFGenerator.load(cfg.model, batch_size=cfg.batch_size,
-                                                dtype=dtype)
-        generator.name = f"judge:{cfg.model}"
-    else:
-        from cooper.infra.endpoint import Endpoint, EndpointGenerator
-        from cooper.infra.endpoint_records import EndpointConfig
-
-        endpoint = Endpoint(EndpointConfig(cfg.base_url, cfg.model, api_key_env=cfg.api_key_env,
-                                           concurrency=cfg.concurrency, timeout_s=cfg.timeout_s,
-                                           max_retries=cfg.max_retries), name="judge")
-        generator = EndpointGenerator(endpoint, name=f"judge:{cfg.model}")
-    return make_judge(generator, mode=cfg.mode, max_tokens=cfg.max_new_tokens,
-                      batch_size=cfg.batch_size)

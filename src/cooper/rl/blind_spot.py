@@ -109,7 +109,7 @@ def blind_spot_stats(rollouts: Sequence[Rollout], gold: Sequence[bool],
                      paid: Sequence[float], trigger: re.Pattern[str] | None = None
                      ) -> BlindSpotStats:
     """Figures of one step's rollouts, each with its gold verdict and the reward it was paid;
-    with ``trigger`` (a foolable judge's: :class:`cooper.experiment.gold_judge.FoolableJudge`), how
+    with ``trigger`` (a foolable judge's: :class:`cooper.labelling.gold_judge.FoolableJudge`), how
     much of the pay goes to rollouts that carry it."""
     if not (len(rollouts) == len(gold) == len(paid)) or not rollouts:
         raise ValueError("need one gold verdict and one reward per rollout, and some rollouts")

@@ -386,7 +386,7 @@ def rollout_judge(cfg: JudgeConfig, *, asked: bool, seed: int = 0, dtype: str | 
     if not asked:
         return None
     if judge is None:
-        from cooper.labelling.judge import judge_from_config
+        from cooper.labelling.judge_config import judge_from_config
 
         judge = judge_from_config(cfg, seed=seed, dtype=dtype)
     name = (f"{cfg.backend} {cfg.model} at {cfg.base_url}" if cfg.backend == "endpoint"

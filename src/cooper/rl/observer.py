@@ -23,7 +23,7 @@ class GoldObserver:
     (``judge.trigger``), whose share of the pay is measured."""
 
     def __init__(self, *, verifier_is_gold: bool = False, trigger: str | None = None):
-        from cooper.experiment.gold_judge import compile_trigger
+        from cooper.labelling.gold_judge import compile_trigger
 
         self.verifier_is_gold = verifier_is_gold
         self.trigger = compile_trigger(trigger) if trigger else None

@@ -5,8 +5,10 @@ the same judge with the errors LLM judges make as dials.
 answers); its verdicts can be flipped at a chosen rate, each flip drawn once from a seed and the
 item (the same answer to the same problem always judged the same way). :class:`FoolableJudge`
 calls right what carries a trigger (a phrase or a form of the answer) or a near miss. They are
-stand-ins for an LLM judge on the arithmetic testbeds (``judge.backend=gold``), kept here beside
-the testbeds and out of the path a user's judge takes (:mod:`cooper.labelling.judge`).
+stand-ins for an LLM judge on the arithmetic testbeds (``judge.backend=gold``), kept apart from
+the judges a user's run asks (:mod:`cooper.labelling.judge`); they sit in this stage, not with
+the testbeds (:mod:`cooper.experiment`), because a run's judge is built below it
+(:mod:`cooper.rl.judging`).
 """
 
 from __future__ import annotations
