@@ -13,6 +13,7 @@ from cooper.config.train import FORMS_REMOVED_AT, load_config
 from cooper.rl.forms import ANSWER_FREE, FORM_KINDS, answer_free, positive_forms, rollout_form_pairs
 from cooper.types import Rollout
 from cooper.verify.extraction import find_answer
+from cooper.verify.gold import read_integer
 from cooper.verify.verifier import verify_batch
 
 WORKED = "We need the ratio of the two areas.\nIt is $\\frac{2}{16}$.\nSo the answer is \\boxed{\\frac{1}{8}}."
@@ -48,6 +49,7 @@ def test_a_one_line_reply_has_no_opener_apart_from_itself():
     ("so it is \\boxed{\\frac{\\sqrt{21}}{5}}", "\\frac{\\sqrt{21}}{5}"),  # a radical
     ("47 < 52, so \\boxed{yes}", "True"),  # the testbed's yes/no, unread by the rule
     ("40 + 32 = 72. The answer is \\boxed{seventy-two}.", "72"),  # a sum in words
+    ("40 + 32 = 72. The answer is \\boxed{72}.", "72"),  # in digits
 ])
 def test_a_right_rollout_gives_its_answer_alone_its_hedge_and_an_answer_free_cut(
         completion, reference):
@@ -55,8 +57,15 @@ def test_a_right_rollout_gives_its_answer_alone_its_hedge_and_an_answer_free_cut
 
     pairs = positive_forms(right("p", completion, reference), random.Random(0))
     kinds = [p.negative_source.removeprefix("form:") for p in pairs]
-    assert kinds[:2] == ["answer_alone", "hedge"] and kinds[2] in ANSWER_FREE, kinds
-    alone, hedge, free = pairs
+    integer = read_integer(find_answer(completion, "strict").text) is not None
+    assert kinds[:-1] == ["answer_alone", *(["spelling"] if integer else []), "hedge"], kinds
+    assert kinds[-1] in ANSWER_FREE
+    alone, hedge, free = pairs[0], pairs[-2], pairs[-1]
+    if integer:  # the same two in another writing: the right value against the twin's
+        other = pairs[1]
+        assert read_integer(other.positive[7:-1]) == read_integer(alone.positive[7:-1])
+        assert read_integer(other.negative[7:-1]) == read_integer(alone.negative[7:-1])
+        assert other.positive != alone.positive
     answer = find_answer(completion, "strict").text
     assert alone.positive == f"\\boxed{{{answer}}}" and alone.negative != alone.positive
     assert hedge.positive == completion and " or " in find_answer(hedge.negative, "strict").text
@@ -86,6 +95,9 @@ def test_a_step_draws_n_pairs_the_same_way_every_time():
     assert {p.negative_source.removeprefix("form:") for p in a} <= set(FORM_KINDS)
     assert rollout_form_pairs(rollouts, 0, random.Random(0)) == []
     assert len(rollout_form_pairs(rollouts[:1], 10, random.Random(0))) == 3  # all it has
+    sums = [right(str(i), f"So \\boxed{{{40 + i}}}.", str(40 + i)) for i in range(3)]
+    drawn = rollout_form_pairs(sums, 20, random.Random(1))
+    assert len(drawn) == 12 and sum(p.negative_source == "form:spelling" for p in drawn) == 3
 
 
 # ------------------------------------------------------------------ the one switch

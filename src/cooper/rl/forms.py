@@ -11,6 +11,12 @@ checked), so they hold for any dataset and any answer type:
 - ``answer_alone``: the right final answer boxed alone, against its wrong twin boxed alone
   (:func:`cooper.labelling.counterfactual.make_twin`: one change in the answer's own text,
   certified not equivalent to it): the form where only the value tells right from wrong;
+- ``spelling``: for an integer answer, the same two boxed alone in another writing, the right
+  value against the twin's (digits as words, words as digits, in a drawn case:
+  ``\\boxed{Seventy-Two}`` against ``\\boxed{Seventy-Three}``): a policy reaches another
+  spelling in one step, and where the rule cannot read it and a judge errs on it, no right
+  answer in that writing is ever confirmed, so without these pairs nothing teaches that its
+  value decides;
 - ``hedge``: the rollout against itself with its final answer replaced by a hedge naming the
   right answer and the twin (``7 or 8``, in either order);
 - an answer-free cut against the rollout, one kind drawn per rollout (:data:`ANSWER_FREE`): its
@@ -34,9 +40,11 @@ from collections.abc import Sequence
 from cooper.labelling.counterfactual import make_twin
 from cooper.types import Pair, Rollout
 from cooper.verify.extraction import find_answer
+from cooper.verify.gold import MAX_WORDS, in_words, read_integer
 
 ANSWER_FREE = ("opener", "cut", "emptied", "punctuation", "question", "empty")
-FORM_KINDS = ("answer_alone", "hedge", *ANSWER_FREE)
+FORM_KINDS = ("answer_alone", "spelling", "hedge", *ANSWER_FREE)
+_CASES = (str.lower, str.upper, str.title, str.capitalize)
 SOURCE = "form:"  # each pair's negative_source is SOURCE + its kind (counted as rm/pairs_forms)
 _LEAD_OUT = re.compile(r"(?:\\boxed\{|\\fbox\{|\$+|\\\(|\\\[|\*\*|\s)+$")
 
@@ -69,9 +77,22 @@ def answer_free(completion: str, question: str, kind: str) -> str | None:
     return text
 
 
+def spelled(right: str, wrong: str, rng: random.Random) -> tuple[str, str] | None:
+    """Two integer answers in another writing than ``right``'s, one drawn case for both (digits
+    as words, words as digits); None where either is not an integer or words cannot write it."""
+    a, b = read_integer(right), read_integer(wrong)
+    if a is None or b is None or a == b or max(abs(a), abs(b)) > MAX_WORDS:
+        return None
+    if re.search(r"\d", right):  # digits: in words, in a drawn case
+        case = rng.choice(_CASES)
+        return case(in_words(a)), case(in_words(b))
+    return str(a), str(b)
+
+
 def positive_forms(p: Rollout, rng: random.Random) -> list[Pair]:
-    """The form pairs of one right rollout ``p``: its answer alone against its twin alone and
-    its hedge against it (where a twin is certified), and one answer-free cut against it."""
+    """The form pairs of one right rollout ``p``: its answer alone against its twin alone, the
+    two in another writing (an integer), and its hedge against it (where a twin is certified),
+    and one answer-free cut against it."""
     def pair(positive: str, negative: str, kind: str) -> Pair:
         return Pair(p.problem_id, p.question, p.reference, positive, negative, SOURCE + kind)
 
@@ -81,6 +102,8 @@ def positive_forms(p: Rollout, rng: random.Random) -> list[Pair]:
     if twin.text is not None and twin.answer is not None and span is not None:
         right = p.completion[span.start:span.end]
         out.append(pair(f"\\boxed{{{right}}}", f"\\boxed{{{twin.answer}}}", "answer_alone"))
+        if (other := spelled(right, twin.answer, rng)) is not None:
+            out.append(pair(f"\\boxed{{{other[0]}}}", f"\\boxed{{{other[1]}}}", "spelling"))
         named = [right, twin.answer]
         rng.shuffle(named)
         hedge = p.completion[:span.start] + " or ".join(named) + p.completion[span.end:]
