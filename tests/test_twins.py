@@ -37,7 +37,7 @@ FORMS = [
     ("x^2+1", None, "expression", "x^2+2"),
     ("\\text{(C)}", None, "choice", "\\text{(D)}"),
     ("(E)", None, "choice", "(A)"),
-    ("1,200", None, "integer", "1,201"),  # the issue's bug: not 1,1201
+    ("1,200", None, "integer", "1,201"),  # the old twin wrote 1,1201
     ("10,\\!080", None, "integer", "10,\\!081"),
     ("\\$18.90", None, "decimal", "\\$18.91"),
     (".35625", None, "decimal", ".35626"),
@@ -52,7 +52,7 @@ FORMS = [
     ("k < -5", None, "inequality", "k < -6"),
     ("90^\\circ", None, "integer", "91^\\circ"),
     ("47_8", None, "integer", "46_8"),  # a base-8 digit stays one
-    ("C", "C", "choice", "D"),  # the issue's bug: not CI, a Roman numeral
+    ("C", "C", "choice", "D"),  # the old twin wrote CI, a Roman numeral
     ("Seventy-Two", "72", "words", "Seventy-Three"),  # case and hyphen kept
     ("seventy two", "72", "words", "seventy three"),
     ("XII", "12", "roman", "XIII"),
@@ -315,7 +315,7 @@ def test_every_math500_reference_gets_a_twin_math_verify_calls_wrong(tables):
 
 def test_hardverify_right_answers_the_rule_rejects_get_twins_math_verify_calls_wrong(tables):
     t = tables["hardverify"]
-    assert tables["hard_n"] == 95 and t["n"] == 95  # as the issue counted
+    assert tables["hard_n"] == 95 and t["n"] == 95  # 95 of 250
     # the second path: math-verify calls no twin equal to its source (on the changed element
     # where the twin was certified part by part), and reads every source
     assert t["math_verify_equal"] == 0, t["equal_examples"]

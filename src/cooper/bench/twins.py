@@ -76,8 +76,8 @@ def hardverify_rows() -> list[dict]:
 
 
 def hardverify_rejected_items() -> list[Item]:
-    """HardVerify-Math's right answers that the strict rule rejects (the issue counted 95 of
-    250), as the verifier is called on them: the reference cleaned by normalize_reference."""
+    """HardVerify-Math's right answers that the strict rule rejects (95 of 250), as the
+    verifier is called on them: the reference cleaned by normalize_reference."""
     from cooper.verify.extraction import normalize_reference
     from cooper.verify.verifier import verify_batch
 
