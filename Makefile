@@ -55,10 +55,12 @@ experiment: setup
 	$(BIN)/cooper experiment hacking --preset hacking_cpu --out $(EXP_OUT) --seeds $(SEEDS) --jobs 2
 
 # One seed of the blind-rule testbed (the rule misses right answers in words and never pays a
-# yes/no comparison; eleven arms: the gold judge, the rule, a judge on every rejection (tinyv,
+# yes/no comparison; twelve arms: the gold judge, the rule, a judge on every rejection (tinyv,
 # tinyv_noisy), Cooper with rollout negatives, Cooper taught by a judge (judged, the
-# recommended one; judged_replay8, judged_no_replay, judged_pay_all, judged_pay_all_noisy) and
-# Cooper with replay alone (cooper_replay8)): setup, arms, report, 31-61 minutes on 2 cores; see
+# recommended one; judged_unchecked, the same before its defence, and its variants
+# judged_replay8, judged_no_replay; judged_pay_all, judged_pay_all_noisy) and Cooper with
+# replay alone (cooper_replay8)): setup, arms, report (31-61 minutes on 2 cores with the eleven
+# arms before judged_unchecked); see
 # docs/experiment_blind.md. More seeds: make experiment-blind SEEDS=0,1,2,3,4. Some arms only (a
 # rerun adds the others), the headline four in about 23 minutes:
 # make experiment-blind BLIND_ARMS=rule,gold,tinyv,judged
