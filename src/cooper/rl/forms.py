@@ -11,9 +11,9 @@ checked), so they hold for any dataset and any answer type:
 - ``answer_alone``: the right final answer boxed alone, against its wrong twin boxed alone
   (:func:`cooper.labelling.counterfactual.make_twin`: one change in the answer's own text,
   certified not equivalent to it): the form where only the value tells right from wrong;
-- ``spelling``: for an integer answer, the same two boxed alone in another writing, the right
-  value against the twin's (digits as words, words as digits, in a drawn case:
-  ``\\boxed{Seventy-Two}`` against ``\\boxed{Seventy-Three}``): a policy reaches another
+- ``spelling``: for an integer answer, the right value boxed alone in another writing against
+  a wrong one, its last or its tens digit one off (digits as words, words as digits, in a drawn
+  case: ``\\boxed{Seventy-Two}`` against ``\\boxed{Sixty-Two}``): a policy reaches another
   spelling in one step, and where the rule cannot read it and a judge errs on it, no right
   answer in that writing is ever confirmed, so without these pairs nothing teaches that its
   value decides;
@@ -77,12 +77,15 @@ def answer_free(completion: str, question: str, kind: str) -> str | None:
     return text
 
 
-def spelled(right: str, wrong: str, rng: random.Random) -> tuple[str, str] | None:
-    """Two integer answers in another writing than ``right``'s, one drawn case for both (digits
-    as words, words as digits); None where either is not an integer or words cannot write it."""
-    a, b = read_integer(right), read_integer(wrong)
-    if a is None or b is None or a == b or max(abs(a), abs(b)) > MAX_WORDS:
+def spelled(right: str, rng: random.Random) -> tuple[str, str] | None:
+    """A right integer answer and a wrong one in another writing than ``right``'s, one drawn
+    case for both (digits as words, words as digits): the wrong value is the right one with its
+    last or its tens digit one off (a slip or a missed carry, drawn), so that only the value
+    tells them apart; None where ``right`` is not an integer or words cannot write it."""
+    a = read_integer(right)
+    if a is None or abs(a) + 10 > MAX_WORDS:
         return None
+    b = a + rng.choice([d for d in (-10, -1, 1, 10) if (a + d < 0) == (a < 0) and a + d != 0])
     if re.search(r"\d", right):  # digits: in words, in a drawn case
         case = rng.choice(_CASES)
         return case(in_words(a)), case(in_words(b))
@@ -102,7 +105,7 @@ def positive_forms(p: Rollout, rng: random.Random) -> list[Pair]:
     if twin.text is not None and twin.answer is not None and span is not None:
         right = p.completion[span.start:span.end]
         out.append(pair(f"\\boxed{{{right}}}", f"\\boxed{{{twin.answer}}}", "answer_alone"))
-        if (other := spelled(right, twin.answer, rng)) is not None:
+        if (other := spelled(right, rng)) is not None:
             out.append(pair(f"\\boxed{{{other[0]}}}", f"\\boxed{{{other[1]}}}", "spelling"))
         named = [right, twin.answer]
         rng.shuffle(named)
