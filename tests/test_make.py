@@ -53,7 +53,7 @@ def test_make_experiment_blind_runs_one_seed_of_the_blind_rule_testbed(tmp_path)
     assert printed["setup"]["policy"] == "tiny-arith-2x1-compare"
     assert printed["train"]["validation"]["judge"] == "gold"
     # the judged arms come first: blind_cpu takes them from its base (arms/judged.yaml)
-    assert list(printed["arms"]) == ["judged", "judged_replay8", "judged_no_replay",
+    assert list(printed["arms"]) == ["judged", "judged_unchecked", "judged_replay8", "judged_no_replay",
                                      "judged_pay_all", "gold", "rule", "tinyv", "tinyv_noisy",
                                      "cooper_rollouts", "judged_pay_all_noisy", "cooper_replay8"]
     assert not (tmp_path / "blind").exists()
