@@ -34,6 +34,7 @@ from cooper.labelling.twin_certify import different
 from cooper.labelling.twin_parts import Found, parts_certified
 from cooper.labelling.twin_read import (
     MAX_CHARS,
+    RELATION,
     choice_letter,
     has_words,
     read,
@@ -91,7 +92,6 @@ _TOKEN = re.compile(r"\d+(?:\.\d+)?|\.\d+")
 _BASE = re.compile(r"\s*_\s*\{?\s*(\d+)\s*\}?")
 _THOUSANDS = re.compile(r"-?(?:\\\$|\$)?\d{1,3}(?:,(?:\\!)?\s?\d{3})+(?:\.\d+)?")
 _DEGREES = re.compile(r"\^\s*\{?\s*\\circ\s*\}?")
-_RELATION = re.compile(r"\\(?:le|ge|leq|geq|leqslant|geqslant|neq|ne|lt|gt)\b|[<>≤≥≠]")
 
 
 # ------------------------------------------------------------------ kinds
@@ -125,7 +125,7 @@ def _math_kind(s: str) -> str:
         return "interval"
     if re.search(r"(?<![<>!\\])=", s):
         return "equation"
-    if _RELATION.search(s):
+    if RELATION.search(s):
         return "inequality"
     if _THOUSANDS.fullmatch(s):
         return "integer"

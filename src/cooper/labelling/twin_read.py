@@ -37,7 +37,7 @@ _TEXT_NUMBER = re.compile(r"\\(?:text|mbox|mathrm)\{\s*(-?[\d.,]+)\s+[A-Za-z][A-
 _UNIT = re.compile(r"(?<=[\w}.)])\s*\\(?:text|mbox|mathrm)\s*\{\s*[A-Za-z][A-Za-z .]*\}"
                    r"(?:\^\s*\{?\s*\d\s*\}?)?\s*$")
 _SET_BUILDER = re.compile(r"\\mid|\\\{[^|]*\|")
-_RELATION = re.compile(r"\\(?:le|ge|leq|geq|leqslant|geqslant|neq|ne|lt|gt)\b|[<>≤≥≠]")
+RELATION = re.compile(r"\\(?:le|ge|leq|geq|leqslant|geqslant|neq|ne|lt|gt)\b|[<>≤≥≠]")
 _DECIMAL = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d*)\.\d+")
 _FRACTION = re.compile(r"(-?)\s*\\[dt]?frac\s*\{\s*(\d+)\s*\}\s*\{\s*(\d+)\s*\}|(-?)(\d+)\s*/\s*(\d+)")
 _PERCENT = re.compile(r"\\?%")
@@ -100,7 +100,7 @@ def _plausible(s: str, value: Any) -> bool:
 
     if isinstance(value, MatrixBase):
         return True
-    if _RELATION.search(s) and not (value.has(Relational) or value.has(And, Or)
+    if RELATION.search(s) and not (value.has(Relational) or value.has(And, Or)
                                     or isinstance(value, Set) or value.atoms(Set)):
         return False
     letters = set(re.findall(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", s))) - {"e", "i"}
