@@ -17,7 +17,7 @@ spec.loader.exec_module(fooled_bar)
 
 def write_run(out: Path, seed: int, arm: str, accuracy: float, *, top_wrong: float = 0.0,
               trigger: tuple[float, float] | None = (0.6, 0.5), recall: tuple[int, int] = (3, 1),
-              forms: float = 0.02, mistake: str = "trigger_wrong") -> None:
+              forms: float = 0.02, mistake: str = "trigger_wrong", free: float = 0.0) -> None:
     d = out / f"seed-{seed}" / "arms" / arm
     d.mkdir(parents=True)
     rows = [{"step": s + 1, "reward/rule_mean": 0.3, "judge/asked": 6.0,
@@ -30,7 +30,11 @@ def write_run(out: Path, seed: int, arm: str, accuracy: float, *, top_wrong: flo
              "final_policy": {mistake: (
                  {"answers": 40, "before": trigger[0], "after": trigger[1]} if trigger
                  else {"answers": 0, "before": None, "after": None})},
-             "reachable_forms": {f: {"after": forms} for f in fooled_bar.FORMS}}
+             "reachable_forms": {f: {"after": forms} for f in fooled_bar.FORMS},
+             "robustness": {"answer_free": ["opener", "empty"], "kinds": {
+                 "opener": {"final": {"false_positive_rate": free}},
+                 "empty": {"final": {"false_positive_rate": 0.0}},
+                 "wrong_value": {"final": {"false_positive_rate": 0.5}}}}}  # not answer-free
     if arm != "rule":
         (d / "rm_check.json").write_text(json.dumps(check))
 
@@ -83,6 +87,32 @@ def test_a_learned_judges_mistakes_stand_for_the_trigger(tmp_path):
     assert fooled_bar.bar(figures(tmp_path, "learned"))["filters"]
     assert not fooled_bar.bar(figures(tmp_path, "learns"))["criteria"]["trigger_paid_no_more"]
     assert "scores no judge mistake" in figures(tmp_path, "unscored")[0]["missing"]
+
+
+def test_the_switch_bar_asks_every_seed_what_the_mean_forgives(tmp_path):
+    """The defended switch's bar: a form over 5% in one seed, an answer-free kind over 5% in
+    one seed, a seed under the rule, a paired mean under M or a seed whose judge mistakes are
+    paid as much at the end each fail it, where the mean-based verdicts may pass."""
+    for seed in (0, 1, 2):
+        write_run(tmp_path, seed, "rule", 0.59)
+        write_run(tmp_path, seed, "good", 0.67)
+    result = fooled_bar.bar(figures(tmp_path, "good"), min_mean=7.0)
+    assert result["switch"] and all(result["switch_criteria"].values()), result
+    assert "switch" not in fooled_bar.bar(figures(tmp_path, "good"))  # only when asked
+    assert not fooled_bar.bar(figures(tmp_path, "good"), min_mean=8.5)["switch"]
+    for arm, per_seed, failed in (
+            ("one_form", {2: {"forms": 0.06}}, "forms_at_most_5pct_every_seed"),
+            ("one_free", {1: {"free": 0.075}}, "answer_free_at_most_5pct_every_seed"),
+            ("one_under", {0: {"accuracy": 0.58}}, "above_rule_every_seed"),
+            ("level", {1: {"trigger": (0.5, 0.5)}}, "judge_mistakes_paid_less"),
+            ("none_shown", {1: {"trigger": None}}, "judge_mistakes_paid_less")):
+        for seed in (0, 1, 2):
+            kwargs = {"accuracy": 0.70, **per_seed.get(seed, {})}
+            write_run(tmp_path, seed, arm, kwargs.pop("accuracy"), **kwargs)
+        result = fooled_bar.bar(figures(tmp_path, arm), min_mean=6.0)
+        assert not result["switch"] and not result["switch_criteria"][failed], arm
+        assert [k for k, v in result["switch_criteria"].items() if not v] in (
+            [failed], ["filters", failed]), (arm, result["switch_criteria"])
 
 
 def test_a_folder_without_seeds_is_a_clear_error(tmp_path):
