@@ -58,14 +58,16 @@ def test_a_right_rollout_gives_its_answer_alone_its_hedge_and_an_answer_free_cut
     pairs = positive_forms(right("p", completion, reference), random.Random(0))
     kinds = [p.negative_source.removeprefix("form:") for p in pairs]
     integer = read_integer(find_answer(completion, "strict").text) is not None
-    assert kinds[:-1] == ["answer_alone", *(["spelling"] if integer else []), "hedge"], kinds
+    assert kinds[:-1] == ["answer_alone", *(["spelling"] * 4 if integer else []), "hedge"], kinds
     assert kinds[-1] in ANSWER_FREE
     alone, hedge, free = pairs[0], pairs[-2], pairs[-1]
-    if integer:  # in another writing: the right value against one a digit off
-        other = pairs[1]
+    if integer:  # in another writing: the right value against each of its slips
         value = read_integer(alone.positive[7:-1])
-        assert read_integer(other.positive[7:-1]) == value and other.positive != alone.positive
-        assert abs(read_integer(other.negative[7:-1]) - value) in (1, 10)
+        slips = []
+        for other in pairs[1:5]:
+            assert read_integer(other.positive[7:-1]) == value and other.positive != alone.positive
+            slips.append(read_integer(other.negative[7:-1]) - value)
+        assert sorted(slips) == [-10, -1, 1, 10]
     answer = find_answer(completion, "strict").text
     assert alone.positive == f"\\boxed{{{answer}}}" and alone.negative != alone.positive
     assert hedge.positive == completion and " or " in find_answer(hedge.negative, "strict").text
@@ -96,8 +98,8 @@ def test_a_step_draws_n_pairs_the_same_way_every_time():
     assert rollout_form_pairs(rollouts, 0, random.Random(0)) == []
     assert len(rollout_form_pairs(rollouts[:1], 10, random.Random(0))) == 3  # all it has
     sums = [right(str(i), f"So \\boxed{{{40 + i}}}.", str(40 + i)) for i in range(3)]
-    drawn = rollout_form_pairs(sums, 20, random.Random(1))
-    assert len(drawn) == 12 and sum(p.negative_source == "form:spelling" for p in drawn) == 3
+    drawn = rollout_form_pairs(sums, 30, random.Random(1))
+    assert len(drawn) == 21 and sum(p.negative_source == "form:spelling" for p in drawn) == 12
 
 
 # ------------------------------------------------------------------ the one switch

@@ -12,11 +12,14 @@ checked), so they hold for any dataset and any answer type:
   (:func:`cooper.labelling.counterfactual.make_twin`: one change in the answer's own text,
   certified not equivalent to it): the form where only the value tells right from wrong;
 - ``spelling``: for an integer answer, the right value boxed alone in another writing against
-  a wrong one, its last or its tens digit one off (digits as words, words as digits, in a drawn
-  case: ``\\boxed{Seventy-Two}`` against ``\\boxed{Sixty-Two}``): a policy reaches another
-  spelling in one step, and where the rule cannot read it and a judge errs on it, no right
-  answer in that writing is ever confirmed, so without these pairs nothing teaches that its
-  value decides;
+  each of its slips, its last or its tens digit one off (digits as words, words as digits, in a
+  drawn case: ``\\boxed{Seventy-Two}`` against ``\\boxed{Sixty-Two}``, ``Seventy-One``...): a
+  policy reaches another spelling in one step, and where the rule cannot read it and a judge
+  errs on it, no right answer in that writing is ever confirmed, so without these pairs nothing
+  teaches that its value decides. Boxed alone, only the value tells right from wrong, so it is
+  the form a reward model learns last: one slip a rollout left it paying 45% of the sums'
+  wrong answers in words (a validation seed, docs/experiment_blind_history.md), so each right
+  answer meets all of its slips;
 - ``hedge``: the rollout against itself with its final answer replaced by a hedge naming the
   right answer and the twin (``7 or 8``, in either order);
 - an answer-free cut against the rollout, one kind drawn per rollout (:data:`ANSWER_FREE`): its
@@ -45,6 +48,7 @@ from cooper.verify.gold import MAX_WORDS, in_words, read_integer
 ANSWER_FREE = ("opener", "cut", "emptied", "punctuation", "question", "empty")
 FORM_KINDS = ("answer_alone", "spelling", "hedge", *ANSWER_FREE)
 _CASES = (str.lower, str.upper, str.title, str.capitalize)
+SLIPS = (-10, -1, 1, 10)  # a spelling pair's wrong values: a carry missed or added, or one off
 SOURCE = "form:"  # each pair's negative_source is SOURCE + its kind (counted as rm/pairs_forms)
 _LEAD_OUT = re.compile(r"(?:\\boxed\{|\\fbox\{|\$+|\\\(|\\\[|\*\*|\s)+$")
 
@@ -77,25 +81,26 @@ def answer_free(completion: str, question: str, kind: str) -> str | None:
     return text
 
 
-def spelled(right: str, rng: random.Random) -> tuple[str, str] | None:
-    """A right integer answer and a wrong one in another writing than ``right``'s, one drawn
-    case for both (digits as words, words as digits): the wrong value is the right one with its
-    last or its tens digit one off (a slip or a missed carry, drawn), so that only the value
-    tells them apart; None where ``right`` is not an integer or words cannot write it."""
+def spelled(right: str, rng: random.Random) -> list[tuple[str, str]]:
+    """A right integer answer in another writing than ``right``'s against each of its slips in
+    that writing, one drawn case for all (digits as words, words as digits): the right value
+    with its last or its tens digit one off (a slip or a missed carry, :data:`SLIPS`), so that
+    only the value tells them apart; none where ``right`` is not an integer or words cannot
+    write it."""
     a = read_integer(right)
     if a is None or abs(a) + 10 > MAX_WORDS:
-        return None
-    b = a + rng.choice([d for d in (-10, -1, 1, 10) if (a + d < 0) == (a < 0) and a + d != 0])
+        return []
+    wrongs = [a + d for d in SLIPS if (a + d < 0) == (a < 0) and a + d != 0]
     if re.search(r"\d", right):  # digits: in words, in a drawn case
         case = rng.choice(_CASES)
-        return case(in_words(a)), case(in_words(b))
-    return str(a), str(b)
+        return [(case(in_words(a)), case(in_words(b))) for b in wrongs]
+    return [(str(a), str(b)) for b in wrongs]
 
 
 def positive_forms(p: Rollout, rng: random.Random) -> list[Pair]:
-    """The form pairs of one right rollout ``p``: its answer alone against its twin alone, the
-    two in another writing (an integer), and its hedge against it (where a twin is certified),
-    and one answer-free cut against it."""
+    """The form pairs of one right rollout ``p``: its answer alone against its twin alone, its
+    value in another writing against each slip (an integer), and its hedge against it (where a
+    twin is certified), and one answer-free cut against it."""
     def pair(positive: str, negative: str, kind: str) -> Pair:
         return Pair(p.problem_id, p.question, p.reference, positive, negative, SOURCE + kind)
 
@@ -105,8 +110,8 @@ def positive_forms(p: Rollout, rng: random.Random) -> list[Pair]:
     if twin.text is not None and twin.answer is not None and span is not None:
         right = p.completion[span.start:span.end]
         out.append(pair(f"\\boxed{{{right}}}", f"\\boxed{{{twin.answer}}}", "answer_alone"))
-        if (other := spelled(right, rng)) is not None:
-            out.append(pair(f"\\boxed{{{other[0]}}}", f"\\boxed{{{other[1]}}}", "spelling"))
+        out += [pair(f"\\boxed{{{r}}}", f"\\boxed{{{w}}}", "spelling")
+                for r, w in spelled(right, rng)]
         named = [right, twin.answer]
         rng.shuffle(named)
         hedge = p.completion[:span.start] + " or ".join(named) + p.completion[span.end:]
