@@ -119,7 +119,7 @@ def test_every_committed_experiment_loads_or_names_the_commit_that_ran_it():
     ran it, so the result stays reproducible from there."""
     from cooper.config.engine import ConfigError
     from cooper.config.experiment import load_experiment
-    from cooper.config.train import FORMS_REMOVED_AT, REMOVED_AT
+    from cooper.config.reward_modes import FORMS_REMOVED_AT, REMOVED_AT
 
     loaded, named = [], []
     for path in sorted((ROOT / "docs" / "experiment").glob("*/experiment.yaml")):

@@ -249,7 +249,7 @@ def test_judge_pays_needs_the_judges_labels_in_cooper_s_update():
 
 
 def test_with_rm_verdicts_the_reward_models_verdict_pays_not_its_score():
-    from cooper.config.train import reward_plan
+    from cooper.config.reward_modes import reward_plan
     from cooper.rl.pay import pay
 
     rollouts = [Rollout("a", "What is 50 + 5?", "55", "\\boxed{55}", True, "55", 0.2),

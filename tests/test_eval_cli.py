@@ -281,7 +281,7 @@ def test_resume_after_sigkill_gives_the_uninterrupted_numbers(tiny_models, tmp_p
 def test_every_evaluation_default_is_the_papers_protocol():
     from cooper.cli import build_parser
     from cooper.config.experiment import FinalEvalConfig
-    from cooper.config.train import ValidationConfig
+    from cooper.config.sections import ValidationConfig
     from cooper.eval.settings import EvalSettings
     from cooper.infra.protocol import PAPER_SAMPLES, PAPER_TEMPERATURE, PAPER_TOP_P
 

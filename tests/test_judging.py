@@ -13,7 +13,7 @@ import pytest
 
 from cooper.config import load_config
 from cooper.config.engine import ConfigError
-from cooper.config.train import JudgeConfig
+from cooper.config.reward_sections import JudgeConfig
 from cooper.labelling.backends import drop_in_judge
 from cooper.labelling.gold_judge import GoldJudge
 from cooper.labelling.judge import JudgeItem, JudgeVerdict

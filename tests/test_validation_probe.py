@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 import cooper.rl.validation as validation
-from cooper.config.train import RewardConfig, ValidationConfig
+from cooper.config.reward_sections import RewardConfig
+from cooper.config.sections import ValidationConfig
 from cooper.infra.collective import SingleProcess
 from cooper.rl.validation import ValidationCallback
 from cooper.rm.metrics import binary_metrics

@@ -47,7 +47,8 @@ from cooper.config.engine import (
     get_key,
     nest,
 )
-from cooper.config.train import MODES, TrainConfig
+from cooper.config.reward_modes import MODES
+from cooper.config.train import TrainConfig
 
 LABEL = "label"  # a key of an arm that is not a `cooper train` setting: its name in the report
 FROM = "from"  # nor this one: the arm it builds on, resolved when the arms are declared

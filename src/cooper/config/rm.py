@@ -4,7 +4,7 @@ Defaults are the released VerifyRM settings (``docs/method.md`` "VerifyRM: the r
 the paper gives them and ours otherwise (marked). Values are checked when the dataclass is built; a
 bad one stops with a message. The same defaults are the command line's (:mod:`cooper.cli.rm_cmd`
 reads them from here), and :func:`cooper.rm.training.train_bce` takes an instance. Cooper's online
-update has its own settings, ``rm_update`` in :mod:`cooper.config.train`.
+update has its own settings, ``rm_update`` in :mod:`cooper.config.reward_sections`.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from cooper.config.experiment import ExperimentConfig
-from cooper.config.train import Payer, Stage2
+from cooper.config.reward_modes import Payer, Stage2
 from cooper.errors import UserError
 from cooper.infra.allocator import bound_onednn_caches, keep_freed_memory
 from cooper.report.experiment_layout import seed_dir

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from cooper.config.experiment import ExperimentConfig, load_experiment
-from cooper.config.train import UPDATING_MODES
+from cooper.config.reward_modes import UPDATING_MODES
 from cooper.errors import UserError
 from cooper.eval.sampling import RULE_BESIDE_GOLD
 from cooper.experiment.final_eval import sample_policy

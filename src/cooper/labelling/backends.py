@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from cooper.config.engine import ConfigError
-from cooper.config.train import JudgeConfig
+from cooper.config.reward_sections import JudgeConfig
 from cooper.errors import UserError
 from cooper.infra.endpoint import Endpoint, EndpointGenerator
 from cooper.infra.endpoint_records import EndpointConfig
@@ -152,7 +152,8 @@ def drop_in_judge(judge: str | Judge | JudgeConfig | None, *, budget: float | No
     testbeds' gold judge), ``api:MODEL@URL[#KEYVAR]`` (an OpenAI-compatible endpoint: what
     ``vllm serve MODEL`` or a hosted API offers) or ``hf:MODEL`` (a local model);
     ``budget``/``threshold`` set ``judge.budget``/``judge.threshold`` (None: the default), and
-    may not contradict a :class:`~cooper.config.train.JudgeConfig` that brings its own."""
+    may not contradict a :class:`~cooper.config.reward_sections.JudgeConfig` that brings its
+    own."""
     given = {k: v for k, v in (("budget", budget), ("threshold", threshold)) if v is not None}
     if isinstance(judge, JudgeConfig):
         clash = [f"judge_{k}={v}" for k, v in given.items() if getattr(judge, k) != v]

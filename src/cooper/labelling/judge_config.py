@@ -16,8 +16,8 @@ if TYPE_CHECKING:
 
 def judge_from_config(cfg, *, seed: int = 0, dtype: str | None = None) -> Judge | None:
     """The judge ``cooper train``'s ``judge.*`` settings name (a
-    :class:`~cooper.config.train.JudgeConfig`), None for ``backend=none``: the gold judge, a
-    local model (loaded here, in ``dtype``) or an OpenAI-compatible endpoint."""
+    :class:`~cooper.config.reward_sections.JudgeConfig`), None for ``backend=none``: the gold
+    judge, a local model (loaded here, in ``dtype``) or an OpenAI-compatible endpoint."""
     if cfg.backend == "none":
         return None
     if cfg.backend == "gold":  # the testbeds' stand-in for an LLM judge

@@ -47,7 +47,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from cooper.config.train import JudgeConfig
+from cooper.config.reward_sections import JudgeConfig
 from cooper.errors import UserError
 from cooper.infra.collective import Collective, SingleProcess
 from cooper.rl.asking import AdaptiveAsking, score_of

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from cooper.config.train import AssistantConfig
+from cooper.config.sections import AssistantConfig
 from cooper.data.perturb import rewrite_final_answer
 from cooper.infra.endpoint import Endpoint, EndpointConfig
 from cooper.infra.generation import HFGenerator, Messages, SamplingConfig

@@ -27,7 +27,7 @@ from cooper.rl.groups import group_auroc, group_by_problem, top_wrong
 from cooper.types import LabelledTriple, Pair, Rollout
 
 if TYPE_CHECKING:
-    from cooper.config.train import RMUpdateConfig
+    from cooper.config.reward_sections import RMUpdateConfig
     from cooper.rl.blind_spot import BlindSpotStats
     from cooper.rl.judging import JudgeRound
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from cooper.config.train import Payer, RewardPlan
+from cooper.config.reward_modes import Payer, RewardPlan
 from cooper.rl.blind_spot import RM_SAYS_RIGHT, rule_read
 from cooper.types import Rollout
 

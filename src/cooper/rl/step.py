@@ -48,7 +48,8 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from cooper.config.train import Payer, Stage2, TrainConfig
+from cooper.config.reward_modes import Payer, Stage2
+from cooper.config.train import TrainConfig
 from cooper.infra.collective import Collective, SingleProcess
 from cooper.rl.forms import rollout_form_pairs
 from cooper.rl.groups import group_by_problem

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from cooper.config.train import Payer
+from cooper.config.reward_modes import Payer
 from cooper.rl.blind_spot import blind_spot_metrics
 from cooper.rl.judging import judge_metrics
 from cooper.rl.pairs import RolloutStats

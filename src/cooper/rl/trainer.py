@@ -45,7 +45,8 @@ import torch
 from transformers import PrinterCallback, ProgressCallback, TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
-from cooper.config.train import Payer, TrainConfig
+from cooper.config.reward_modes import Payer
+from cooper.config.train import TrainConfig
 from cooper.errors import UserError
 from cooper.infra import cpu_linear
 from cooper.infra.collective import Collective

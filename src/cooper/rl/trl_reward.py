@@ -44,13 +44,10 @@ from typing import TYPE_CHECKING, Any
 from transformers import TrainerCallback
 
 from cooper.config.engine import ConfigError
-from cooper.config.train import (
-    AssistantConfig,
-    Payer,
-    RewardConfig,
-    RMUpdateConfig,
-    TrainConfig,
-)
+from cooper.config.reward_modes import Payer
+from cooper.config.reward_sections import RewardConfig, RMUpdateConfig
+from cooper.config.sections import AssistantConfig
+from cooper.config.train import TrainConfig
 from cooper.data.prompts import BOXED_INSTRUCTION
 from cooper.errors import UserError
 from cooper.infra import collective
@@ -69,7 +66,7 @@ from cooper.types import Rollout
 from cooper.verify.verifier import completion_text
 
 if TYPE_CHECKING:
-    from cooper.config.train import JudgeConfig
+    from cooper.config.reward_sections import JudgeConfig
     from cooper.labelling.judge import Judge
     from cooper.rm.model import RewardModel
 
@@ -157,8 +154,8 @@ class CooperRewardFunction:
     builder (:meth:`~cooper.rl.step.CooperReward.from_config`).
 
     ``judge``: ``"api:MODEL@URL"`` (an OpenAI-compatible endpoint), ``"hf:MODEL"`` (a local
-    model), ``"gold"`` (the testbeds), a :class:`~cooper.config.train.JudgeConfig` or a
-    :class:`~cooper.labelling.judge.Judge`; asked by ``mode="judged"`` (or ``labels="judge"``)
+    model), ``"gold"`` (the testbeds), a :class:`~cooper.config.reward_sections.JudgeConfig` or
+    a :class:`~cooper.labelling.judge.Judge`; asked by ``mode="judged"`` (or ``labels="judge"``)
     and, in ``rule`` mode, by ``judge_rejected=True`` (TinyV's design); ``judge_budget`` and
     ``judge_threshold`` are ``judge.budget`` and ``judge.threshold`` (:mod:`cooper.rl.judging`).
 

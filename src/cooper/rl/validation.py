@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Any
 from transformers import TrainerCallback
 from trl.models import unwrap_model_for_generation
 
-from cooper.config.train import RewardConfig, ValidationConfig
+from cooper.config.reward_sections import RewardConfig
+from cooper.config.sections import ValidationConfig
 from cooper.data.problems import load_problems
 from cooper.data.triples import load_triples
 from cooper.eval.sampling import evaluate_problems

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from cooper.config.train import PAIR_LOSSES
+from cooper.config.reward_sections import PAIR_LOSSES
 
 if TYPE_CHECKING:
     import torch

@@ -41,7 +41,8 @@ from cooper.rm.trunk import StepStates, trained_top_layers, unsupported
 if TYPE_CHECKING:
     import torch
 
-    from cooper.config.train import RewardPlan, RMUpdateConfig
+    from cooper.config.reward_modes import RewardPlan
+    from cooper.config.reward_sections import RMUpdateConfig
     from cooper.rm.model import RewardModel
     from cooper.types import Triple
 
@@ -262,7 +263,7 @@ def load_reward_model(model: str | os.PathLike | RewardModel | None, *, plan: Re
     updater: AdamW over the top ``update.train_layers`` layers (all when None)."""
     if model is None:
         return None, None
-    from cooper.config.train import Stage2
+    from cooper.config.reward_modes import Stage2
     from cooper.rm.model import RewardModel
 
     rm = model if isinstance(model, RewardModel) else RewardModel.load(
