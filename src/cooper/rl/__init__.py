@@ -18,7 +18,7 @@ import importlib
 
 # Exported lazily (PEP 562): the trainer and runner import TRL, which takes seconds, and a
 # module such as cooper.rl.pairs must be importable without it.
-_EXPORTS = {"CooperReward": "cooper.rl.step", "Stage2Stats": "cooper.rl.step",
+_EXPORTS = {"CooperReward": "cooper.rl.step", "Stage2Stats": "cooper.rl.stage2_records",
             "CooperRewardFunction": "cooper.rl.trl_reward",
             "CooperCallback": "cooper.rl.trl_reward",
             "leave_process_group": "cooper.infra.collective",

@@ -32,8 +32,8 @@ that the network time overlaps it):
      (``rm/pair_acc_before``): the hacking signal of a frozen reward model.
 
 The policy's own step (TRL's) only reads the rewards Stage 1 returned, and the two updates touch
-different weights, so whether it runs before or after Stage 2 changes nothing it computes. The
-module is over 400 lines so that both stages of the method read top to bottom in one place.
+different weights, so whether it runs before or after Stage 2 changes nothing it computes. What
+Stage 1 hands Stage 2, and what Stage 2 reports, are the records of :mod:`cooper.rl.stage2_records`.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -66,6 +66,7 @@ from cooper.rl.pairs import (
 )
 from cooper.rl.pay import pay
 from cooper.rl.replay import Replay
+from cooper.rl.stage2_records import Pending, Stage2Stats
 from cooper.rm.losses import pair_objective
 from cooper.rm.memo import LogitMemo
 from cooper.types import Pair, Rollout, Triple
@@ -79,49 +80,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _BUILD = object()  # from_config's "not given: build it from the settings"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Stage2Stats:
-    """What one reward-model update did (logged under ``rm/`` and ``perf/``)."""
-
-    positives: int  # over all processes
-    pairs: int  # valid pairs over all processes (rollout + assistant)
-    pairs_rollout: int  # pairs whose negative is one of the prompt's wrong rollouts
-    pairs_assistant: int  # pairs whose negative was written from the positive (assistant or fallback)
-    valid_negatives: int  # accepted negatives from the configured assistant
-    fallback_negatives: int  # accepted negatives from the fallback
-    negatives_ambiguous: int  # wrong rollouts not used: the lenient reading finds them correct
-    dropped: int  # positives that got no pair at all
-    loss: float | None  # pairwise loss before the update (None: no pairs)
-    pair_acc_before: float | None  # pairs ranked right before the update
-    grad_norm: float | None
-    updated: bool  # the reward model's weights changed
-    skipped_nonfinite: bool  # a non-finite loss or gradient norm skipped the step
-    seconds_negatives: float  # the step waited this long for its negatives
-    seconds_negatives_total: float  # the negatives took this long (more when run in background)
-    seconds_update: float
-    changed_fraction: float | None = None  # trainable weights the update moved (None: no update)
-    pairs_replay: int = 0  # pairs of the reward model's own labelled training rows
-    pairs_forms: int = 0  # reachable-form pairs cut from the step's right rollouts
-    judge: JudgeRound | None = None  # the judge asked where the rule's "no" said nothing
-    judge_gold_agreement: float | None = None  # its labels that the gold judge shares
-
-
-@dataclass
-class _Pending:
-    """Stage 1's hand-over to Stage 2."""
-
-    step: int
-    positives: list[Rollout]  # this process's share
-    total_positives: int
-    rollout_pairs: list[Pair]  # this process's pairs with rollout negatives
-    ambiguous: int  # candidate rollouts the lenient guard kept out
-    negatives: Future | Callable[[], tuple[list[NegativeOutcome], float]] | None  # assistant
-    replay: list[Pair] = field(default_factory=list)  # this process's replayed rows
-    judge: JudgeRound | None = None
-    judge_gold_agreement: float | None = None
-    started: float = field(default_factory=time.perf_counter)
 
 
 @dataclass
@@ -173,7 +131,7 @@ class CooperReward:
         # the policy's step instead of running right after Stage 1
         self.background = self.negatives is not None and cfg.background_negatives()
         self._executor = ThreadPoolExecutor(1, "cooper-negatives") if self.background else None
-        self._pending: _Pending | None = None
+        self._pending: Pending | None = None
         # a reward model that is never updated here gives the same logit for the same text:
         # remember them (rm.memo); Cooper's is updated every step, so it has none
         self.memo = (LogitMemo() if plan.scores_with_rm and plan.stage2 is not Stage2.UPDATE
@@ -322,7 +280,7 @@ class CooperReward:
 
             # an endpoint assistant works in the background while the policy updates
             written = self._executor.submit(write) if self._executor else write
-        self._pending = _Pending(step, mine, len(positives), rollout_pairs, ambiguous, written,
+        self._pending = Pending(step, mine, len(positives), rollout_pairs, ambiguous, written,
                                  replay, judged, agreement)
 
     def _rollout_pairs(self, positives: list[Rollout],

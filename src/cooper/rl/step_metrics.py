@@ -8,7 +8,7 @@ from cooper.config.reward_modes import Payer
 from cooper.rl.blind_spot import blind_spot_metrics
 from cooper.rl.judging import judge_metrics
 from cooper.rl.pairs import RolloutStats
-from cooper.rl.step import Stage2Stats
+from cooper.rl.stage2_records import Stage2Stats
 
 
 def rollout_metrics(stats: RolloutStats, seconds: dict[str, float],
