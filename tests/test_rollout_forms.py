@@ -9,7 +9,8 @@ import random
 import pytest
 
 from cooper.config.engine import ConfigError
-from cooper.config.train import FORMS_REMOVED_AT, load_config
+from cooper.config.reward_modes import FORMS_REMOVED_AT
+from cooper.config.train import load_config
 from cooper.rl.forms import ANSWER_FREE, FORM_KINDS, answer_free, positive_forms, rollout_form_pairs
 from cooper.types import Rollout
 from cooper.verify.extraction import find_answer

@@ -103,7 +103,7 @@ class RMUpdateConfig:
     replay_file: str | None = None
     """labelled triples to replay (a `cooper rm train` data file); an experiment sets it to its setup's training rows"""
     rollout_forms: int | None = None
-    """pairs added to every update, cut from the step's right rollouts (the rule's, or the judge's once its "yes" was checked), each a form a policy can reach against a right answer: the answer boxed alone against its wrong twin boxed alone (an integer's right value also in another spelling against one a digit off), a hedge naming both against the rollout, and a reply with no final answer (its opening line, its working cut before the answer, its answer emptied, ...) against the rollout (cooper.rl.forms); any dataset, any answer type; 0 = off; None: 16 in reward.mode=judged, else 0"""
+    """pairs added to every update, cut from the step's right rollouts (the rule's, or the judge's once its "yes" was checked), each a form a policy can reach against a right answer: the answer boxed alone against its wrong twin boxed alone (an integer's right value also in another spelling against each of its slips, its last or tens digit one off), a hedge naming both against the rollout, and a reply with no final answer (its opening line, its working cut before the answer, its answer emptied, ...) against the rollout (cooper.rl.forms); any dataset, any answer type; 0 = off; None: 16 in reward.mode=judged, else 0"""
 
     EXPERIMENTAL: ClassVar[tuple[str, ...]] = ("positives_per_prompt", "positive_choice",
                                                "negatives_per_positive", "pair_metrics")

@@ -31,7 +31,6 @@ from cooper.config.engine import (
 )
 from cooper.config.engine import field_docs as engine_field_docs
 from cooper.config.reward_modes import (
-    FORMS_REMOVED_AT,  # noqa: F401  (re-exported: tests/test_rollout_forms.py imports it here)
     JUDGED,
     MODES,
     UPDATING_MODES,
