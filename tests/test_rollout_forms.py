@@ -11,7 +11,13 @@ import pytest
 from cooper.config.engine import ConfigError
 from cooper.config.reward_modes import FORMS_REMOVED_AT
 from cooper.config.train import load_config
-from cooper.rl.forms import ANSWER_FREE, FORM_KINDS, answer_free, positive_forms, rollout_form_pairs
+from cooper.rl.forms import (
+    ANSWER_FREE,
+    FORM_KINDS,
+    answer_free,
+    positive_forms,
+    rollout_form_pairs,
+)
 from cooper.types import Rollout
 from cooper.verify.extraction import find_answer
 from cooper.verify.gold import read_integer
@@ -59,7 +65,7 @@ def test_a_right_rollout_gives_its_answer_alone_its_hedge_and_an_answer_free_cut
     pairs = positive_forms(right("p", completion, reference), random.Random(0))
     kinds = [p.negative_source.removeprefix("form:") for p in pairs]
     integer = read_integer(find_answer(completion, "strict").text) is not None
-    assert kinds[:-1] == ["answer_alone", *(["spelling"] * 4 if integer else []), "hedge"], kinds
+    assert kinds[:-1] == ["answer_alone", *(["spelling"] * 5 if integer else []), "hedge"], kinds
     assert kinds[-1] in ANSWER_FREE
     alone, hedge, free = pairs[0], pairs[-2], pairs[-1]
     if integer:  # in another writing: the right value against each of its slips
@@ -69,6 +75,12 @@ def test_a_right_rollout_gives_its_answer_alone_its_hedge_and_an_answer_free_cut
             assert read_integer(other.positive[7:-1]) == value and other.positive != alone.positive
             slips.append(read_integer(other.negative[7:-1]) - value)
         assert sorted(slips) == [-10, -1, 1, 10]
+        # and once in the rollout's own working: the same respelling against one of the slips
+        context = pairs[5]
+        cut = context.positive.rindex("\\boxed{")
+        assert context.positive[:cut] == context.negative[:cut] == completion[:cut]
+        assert read_integer(other_answer(context.positive)) == value
+        assert read_integer(other_answer(context.negative)) - value in slips
     answer = find_answer(completion, "strict").text
     assert alone.positive == f"\\boxed{{{answer}}}" and alone.negative != alone.positive
     assert hedge.positive == completion and " or " in find_answer(hedge.negative, "strict").text
@@ -80,6 +92,10 @@ def test_a_right_rollout_gives_its_answer_alone_its_hedge_and_an_answer_free_cut
         assert rule[1].correct is False
     else:
         assert gold_correct(alone.positive, reference) and not gold_correct(twin, reference)
+
+
+def other_answer(text: str) -> str:
+    return find_answer(text, "strict").text
 
 
 def test_an_answer_with_no_certified_twin_gives_its_answer_free_pair_alone():
@@ -100,7 +116,21 @@ def test_a_step_draws_n_pairs_the_same_way_every_time():
     assert len(rollout_form_pairs(rollouts[:1], 10, random.Random(0))) == 3  # all it has
     sums = [right(str(i), f"So \\boxed{{{40 + i}}}.", str(40 + i)) for i in range(3)]
     drawn = rollout_form_pairs(sums, 30, random.Random(1))
-    assert len(drawn) == 21 and sum(p.negative_source == "form:spelling" for p in drawn) == 12
+    assert len(drawn) == 24 and sum(p.negative_source == "form:spelling" for p in drawn) == 15
+
+
+def test_a_step_takes_one_rollout_a_problem_before_a_second_and_each_pair_once():
+    """Right rollouts often share a problem and an answer: in plain order the step's pairs would
+    be a few values' answer-alone and spelling pairs over and over."""
+    same = [right("a", f"40 + 2 = 42.{' ' * i} So \\boxed{{42}}.", "42") for i in range(6)]
+    other = [right("b", "So \\boxed{17}.", "17"), right("c", "So \\boxed{\\frac{1}{3}}.",
+                                                          "\\frac{1}{3}")]
+    drawn = rollout_form_pairs(same + other, 18, random.Random(2))
+    assert {p.problem_id for p in drawn[:18]} == {"a", "b", "c"}
+    assert len({(p.positive, p.negative) for p in drawn}) == len(drawn)  # each pair once
+    alone = [p for p in rollout_form_pairs(same, 100, random.Random(2))
+             if p.negative_source == "form:answer_alone"]
+    assert len(alone) == 1  # six rollouts, one answer: its answer alone taught once
 
 
 # ------------------------------------------------------------------ the one switch
