@@ -141,8 +141,8 @@ def rollout_form_pairs(positives: Sequence[Rollout], n: int, rng: random.Random)
     rollout gives crowd out the rest. Why one problem after another: right rollouts often share
     a problem and an answer, whose answer-alone and spelling pairs are then the same strings.
     (On validation seed 42 the two took case or spelling from 7.3% to 2.9% paid at the end,
-    and left the answer alone in words where it was: docs/experiment_blind_history.md.) ``positives`` must be the same on every process
-    (the caller shards)."""
+    and left the answer alone in words where it was: docs/experiment_blind_history.md.)
+    ``positives`` must be the same on every process (the caller shards)."""
     if n <= 0:
         return []
     by_problem: dict[str, list[Rollout]] = {}
