@@ -46,6 +46,8 @@ def test_each_answer_free_cut_states_no_final_answer(kind):
 
 def test_a_one_line_reply_has_no_opener_apart_from_itself():
     assert answer_free("\\boxed{7}", "q", "opener") is None
+    # an empty reply has no empty cut apart from itself: a pair of two equal texts teaches nothing
+    assert answer_free("", "q", "empty") is None and answer_free("  ", "q", "empty") == ""
     assert answer_free("no answer here", "q", "cut") is None  # nothing to cut before
 
 

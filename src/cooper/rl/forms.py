@@ -59,8 +59,8 @@ def answer_free(completion: str, question: str, kind: str) -> str | None:
     apart from itself)."""
     span = find_answer(completion, "strict")
     if kind == "empty":
-        return ""
-    if kind == "question":
+        text = ""
+    elif kind == "question":
         text = question.strip()
     elif kind == "punctuation":
         stripped = completion.rstrip()
