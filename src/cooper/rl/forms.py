@@ -48,7 +48,10 @@ from cooper.verify.gold import MAX_WORDS, in_words, read_integer
 ANSWER_FREE = ("opener", "cut", "emptied", "punctuation", "question", "empty")
 FORM_KINDS = ("answer_alone", "spelling", "hedge", *ANSWER_FREE)
 _CASES = (str.lower, str.upper, str.title, str.capitalize)
-SLIPS = (-10, -1, 1, 10)  # a spelling pair's wrong values: a carry missed or added, or one off
+# a spelling pair's wrong values: a carry missed or added, or one off. rm-check's measurement
+# (cooper.experiment.reachable_forms.SLIPS) keeps its own copy on purpose: a change to what is
+# trained must not move what measures it
+SLIPS = (-10, -1, 1, 10)
 SOURCE = "form:"  # each pair's negative_source is SOURCE + its kind (counted as rm/pairs_forms)
 _LEAD_OUT = re.compile(r"(?:\\boxed\{|\\fbox\{|\$+|\\\(|\\\[|\*\*|\s)+$")
 
