@@ -93,3 +93,49 @@ def test_embedded_model_loads_and_generates():
         out = model.generate(**batch, max_new_tokens=64, do_sample=False)
     text = tok.decode(out[0, batch["input_ids"].shape[1]:], skip_special_tokens=True)
     assert "5" in text  # greedy SmolLM2 answers this one
+
+
+def _draws():
+    import random
+
+    import numpy as np
+    import torch
+
+    return torch.rand(3).tolist(), random.random(), np.random.rand()
+
+
+def _seed(seed=0):
+    import random
+
+    import numpy as np
+    import torch
+
+    torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed)
+
+
+def test_building_a_cache_entry_leaves_a_seeded_runs_random_draws_alone(tmp_path, monkeypatch,
+                                                                         tiny_models):
+    """A seeded command draws the same numbers whether it found the cache empty or full: the
+    first `cooper rm train --seed 0` on an empty cache drew another score head (the build's
+    fresh model had drawn from torch's generator) and trained another model than every later
+    run of the same command."""
+    from cooper.experiment.testbed import tiny_arith_models
+    from cooper.infra.models import embedded_trunk
+
+    _seed()
+    expected = _draws()
+    monkeypatch.setenv("COOPER_CACHE", str(tmp_path / "cache"))
+    for build in (tiny_arith_models,  # a tiny random reward model, built into the cache
+                  lambda: embedded_trunk(1, source=tiny_models.policy, cache=tmp_path / "cut")):
+        _seed()
+        folder = build()  # empty cache: built now
+        assert _draws() == expected, folder
+        _seed()
+        build()  # full cache: read
+        assert _draws() == expected, folder
+    _seed()
+    with embedded.keeping_random_state():  # what the embedded model's conversion runs inside
+        _draws()
+    assert _draws() == expected

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from cooper.data.prompts import prompt_messages
 from cooper.data.synthetic import arithmetic_problems
 from cooper.errors import UserError
-from cooper.infra.embedded import _lock, cache_root
+from cooper.infra.embedded import _lock, cache_root, keeping_random_state
 from cooper.infra.generation import render_messages
 from cooper.infra.models import load_causal_lm, load_tokenizer
 from cooper.rm.layers import train_top_layers
@@ -363,7 +363,7 @@ def tiny_arith_models(*, progress: bool = False, name: str = TINY_ARITH) -> Path
     if (target / "policy" / "config.json").is_file() and (target / "reward" / "config.json").is_file():
         mark_as_ours(target / "reward")  # a build from before the mark (read as ours, as then)
         return target
-    with _lock(target.parent / f".{target.name}.lock"):
+    with _lock(target.parent / f".{target.name}.lock"), keeping_random_state():
         if (target / "policy" / "config.json").is_file():
             mark_as_ours(target / "reward")
             return target

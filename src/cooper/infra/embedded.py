@@ -133,6 +133,31 @@ def cache_status(path: Path | None = None, *, verify: bool = False) -> CacheStat
 
 
 @contextlib.contextmanager
+def keeping_random_state() -> Iterator[None]:
+    """Building a cache entry leaves the random generators as it found them.
+
+    Why: the conversion draws a fresh model's initial weights before loading the GGUF's into it,
+    so a seeded command that found the cache empty drew other numbers afterwards (``cooper rm
+    train --seed 0`` drew another score head, and trained another model, on its first run than
+    on every later one). Python's, NumPy's (when loaded) and torch's CPU generators are restored.
+    """
+    import random
+
+    import torch
+
+    numpy = sys.modules.get("numpy")
+    py_state, torch_state = random.getstate(), torch.random.get_rng_state()
+    np_state = numpy.random.get_state() if numpy is not None else None
+    try:
+        yield
+    finally:
+        random.setstate(py_state)
+        torch.random.set_rng_state(torch_state)
+        if np_state is not None:
+            numpy.random.set_state(np_state)
+
+
+@contextlib.contextmanager
 def _lock(path: Path) -> Iterator[None]:
     """Serialise preparation across processes (e.g. ``accelerate launch`` ranks)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -239,7 +264,8 @@ def prepare(*, force: bool = False, verify: bool = False, progress: bool = True)
             bar.update()
             bar.set_postfix_str(steps[1])
             build = tmp_path / "build"
-            _convert(gguf, build)
+            with keeping_random_state():
+                _convert(gguf, build)
             bar.update()
             bar.set_postfix_str(steps[2])
             _write_manifest(build, gguf)

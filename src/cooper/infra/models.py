@@ -212,7 +212,7 @@ def embedded_trunk(layers: int, *, source: str | os.PathLike | None = None,
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     src = Path(source) if source else embedded.prepare(progress=False)
-    with embedded._lock(target.parent / f".{target.name}.lock"):
+    with embedded._lock(target.parent / f".{target.name}.lock"), embedded.keeping_random_state():
         if (target / "config.json").is_file():
             return target
         model = load_causal_lm(src, dtype="float32")
