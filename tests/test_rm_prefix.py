@@ -173,11 +173,17 @@ def test_a_full_memo_forgets_its_oldest_entry():
 
 # ------------------------------------------------------------ the update: distinct inputs, once
 
-def _updated(tiny_models, micro_batch_size: int, pos, neg) -> tuple[dict, float]:
-    """The update's gradients (clipped) and its loss."""
+def _updated(tiny_models, micro_batch_size: int, pos, neg, max_length: int = 256,
+             forwards: list | None = None) -> tuple[dict, float]:
+    """The update's gradients (clipped) and its loss; ``forwards`` gets each forward's grad
+    mode and input count."""
     torch.manual_seed(0)
-    rm = RewardModel.load(tiny_models.reward, max_length=256)
+    rm = RewardModel.load(tiny_models.reward, max_length=max_length)
     updater = PairwiseUpdater(rm, lr=1e-2, micro_batch_size=micro_batch_size)
+    if forwards is not None:
+        logits = updater._logits
+        updater._logits = lambda ids: (forwards.append((torch.is_grad_enabled(), len(ids)))
+                                       or logits(ids))
     stats = updater.step(pos, neg)
     assert stats.changed_fraction > 0.5
     # the pass's gradient, clipped, stays on the weights until the next pass
@@ -210,12 +216,23 @@ def test_the_update_equals_pairs_run_one_by_one(tiny_models):
     neg = [wrong[0], wrong[1], wrong[0], wrong[1], TRIPLES[5]]
     want, want_loss = _naive(tiny_models, pos, neg)
     # one forward with grad (6 distinct inputs <= 2 x 8), and batches of 2 (the loss's
-    # d/dlogit first, then each batch's forward differentiated against it)
-    for micro in (8, 1):
-        got, loss = _updated(tiny_models, micro, pos, neg)
+    # d/dlogit first, then each batch's forward differentiated against it), their graphs kept
+    # (short inputs) or, where the batches' padded tokens exceed 2 x 1 inputs of max_length,
+    # after a forward without grad
+    longest = max(len(RewardModel.load(tiny_models.reward).encode(t)) for t in pos + neg)
+    runs = []
+    for micro, max_length, graphs in ((8, 256, [(True, 6)]), (1, 1024, [(True, 2)] * 3),
+                                      (1, longest, [(False, 2)] * 3 + [(True, 2)] * 3)):
+        forwards = []
+        got, loss = _updated(tiny_models, micro, pos, neg, max_length, forwards)
+        assert forwards == graphs, micro
         assert loss == pytest.approx(want_loss, abs=1e-5)
         for name, g in want.items():
             assert torch.allclose(got[name], g, atol=1e-6), (micro, name)
+        runs.append((got, loss))
+    # the graphs kept give the same bits as the forward without grad first
+    (kept, kept_loss), (first, first_loss) = runs[1:]
+    assert kept_loss == first_loss and all(torch.equal(kept[n], first[n]) for n in kept)
 
 
 def test_frozen_layer_states_share_prefixes_and_equal_full_forwards(rm):
