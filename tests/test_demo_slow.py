@@ -1,4 +1,8 @@
-"""`cooper demo` end to end on the embedded model, shrunk to one Cooper step (slow tier)."""
+"""`cooper demo` end to end on the embedded model, shrunk to one Cooper step (slow tier).
+
+Its reward model sits on the embedded model's first 8 layers (`--rm-trunk 8`, the top 4 trained,
+as the default's 24): every stage and artefact is the same, and the checks that score 558 texts
+twice through the reward model take a third of the time."""
 
 from __future__ import annotations
 
@@ -14,7 +18,8 @@ pytestmark = pytest.mark.slow
 
 def test_demo_runs_every_stage_and_writes_its_artefacts(tmp_path):
     out = tmp_path / "demo"
-    proc = run_cli("demo", "--out", out, "--steps", "1", "--rm-triples", "32", timeout=1800)
+    proc = run_cli("demo", "--out", out, "--steps", "1", "--rm-triples", "32", "--rm-trunk", "8",
+                   timeout=1800)
     summary = json.loads((out / "summary.json").read_text())
     names = [s["name"] for s in summary["stages"]]
     assert names == ["prepare model", "warm-start policy", "labelled set", "train VerifyRM",
