@@ -1,8 +1,8 @@
 """`cooper demo` end to end on the embedded model, shrunk to one Cooper step (slow tier).
 
 Its reward model sits on the embedded model's first 8 layers (`--rm-trunk 8`, the top 4 trained,
-as the default's 24): every stage and artefact is the same, and the checks that score 558 texts
-twice through the reward model take a third of the time."""
+as on the default's 24): every stage and artefact is the same, and its training and the checks
+that score 558 texts twice run 8 layers instead of 24."""
 
 from __future__ import annotations
 
