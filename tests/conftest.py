@@ -1,14 +1,21 @@
-"""Shared fixtures: tiny random models (no download) and the real CLI in a subprocess.
+"""Shared fixtures: tiny random models (no download) and the real CLI in a process of its own.
 
-CLI tests run ``python -m cooper`` with this checkout's ``src`` first on PYTHONPATH, so they test
-the tree under test whatever is installed in the environment.
+CLI tests run ``cooper ARGS`` with this checkout's ``src`` first on PYTHONPATH, so they test the
+tree under test whatever is installed in the environment: in a process forked from this worker's
+CLI server, which imported the training stack once (``tests/cli_server.py`` says why), or in a new
+``python -m cooper`` where the environment or the test asks for it (``run_cli(fresh=True)``;
+``COOPER_TEST_FRESH=1`` for every command).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
+import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -55,11 +62,99 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class CliServer:
+    """This worker's ``tests/cli_server.py`` process, started at its first use."""
+
+    _server: CliServer | None = None
+    _failed = False
+    # set per test by pytest; a command reads neither
+    VOLATILE = ("PYTEST_CURRENT_TEST",)
+
+    def __init__(self, env: dict[str, str]):
+        self.env = env
+        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("cli_server.py"))],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True, env=env, cwd=ROOT)
+        self.ready = json.loads(self.proc.stdout.readline() or "{}").get("ready", False)
+
+    @classmethod
+    def for_env(cls, env: dict[str, str], default: bool) -> CliServer | None:
+        """The server, when ``env`` is the one it started with. The default environment (this
+        worker's, which a command run in this process may have added to) starts a new server
+        when it changed; another one gets none."""
+        if os.environ.get("COOPER_TEST_FRESH") or cls._failed:
+            return None
+        server = cls._server
+        if server is not None and cls._key(env) != cls._key(server.env):
+            if not default:
+                return None
+            server.proc.kill()
+            server.proc.wait()
+            server = None
+        if server is None:
+            server = cls._server = CliServer(env)
+            if not server.ready:  # math threads already running: a fork could hang on them
+                cls._failed = True
+                server.proc.kill()
+                return None
+        return server
+
+    def reply(self) -> str:
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the CLI server (tests/cli_server.py) ended; COOPER_TEST_FRESH=1 "
+                               "runs every command as a new process instead")
+        return line
+
+    @classmethod
+    def _key(cls, env: dict[str, str]) -> dict[str, str]:
+        return {k: v for k, v in env.items() if k not in cls.VOLATILE}
+
+    def run(self, argv: list[str], args: list[str], cwd: Path | None, env: dict[str, str],
+            timeout: float) -> subprocess.CompletedProcess:
+        with tempfile.TemporaryDirectory() as tmp:
+            out, err = Path(tmp, "stdout"), Path(tmp, "stderr")
+            self.proc.stdin.write(json.dumps({
+                "args": args, "cwd": str(cwd or os.getcwd()), "env": env, "stdout": str(out),
+                "stderr": str(err)}) + "\n")
+            self.proc.stdin.flush()
+            pid = json.loads(self.reply())["pid"]
+            killed = threading.Event()
+
+            def kill():
+                killed.set()
+                os.kill(pid, signal.SIGKILL)
+
+            timer = threading.Timer(timeout, kill)
+            timer.start()
+            try:
+                status = json.loads(self.reply())["status"]
+            finally:
+                timer.cancel()
+            stdout, stderr = out.read_text(), err.read_text()
+        code = os.waitstatus_to_exitcode(status)
+        if killed.is_set():
+            raise subprocess.TimeoutExpired(argv, timeout, stdout, stderr)
+        return subprocess.CompletedProcess(argv, code, stdout, stderr)
+
+
 def run_cli(*args: str, check: bool = True, timeout: float = 600, cwd: Path | None = None,
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Run ``cooper ARGS`` as a user would, returning the finished process."""
-    proc = subprocess.run([sys.executable, "-m", "cooper", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, cwd=cwd, env=env or cli_env())
+            env: dict[str, str] | None = None, fresh: bool = False
+            ) -> subprocess.CompletedProcess:
+    """Run ``cooper ARGS`` as a user would, returning the finished process.
+
+    The process is forked from this worker's CLI server (``tests/cli_server.py``: the imports
+    are done once), unless ``fresh`` or the environment differs from the server's: then it is a
+    new ``python -m cooper``."""
+    argv = [sys.executable, "-m", "cooper", *map(str, args)]
+    default = env is None
+    env = env or cli_env()
+    server = None if fresh else CliServer.for_env(env, default)
+    if server is not None:
+        proc = server.run(argv, [str(a) for a in args], cwd=cwd, env=env, timeout=timeout)
+    else:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                              env=env)
     if check and proc.returncode != 0:
         raise AssertionError(f"cooper {' '.join(map(str, args))} exited {proc.returncode}\n"
                              f"--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}")

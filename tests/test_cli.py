@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -17,7 +18,7 @@ def _commands(help_text: str) -> list[str]:
 
 
 def test_every_listed_command_has_help_and_a_description():
-    top = run_cli("--help").stdout
+    top = run_cli("--help", fresh=True).stdout  # a new process: the CLI's own start
     groups = _commands(top)
     assert {"models", "data"} <= set(groups)
     for group in groups:
@@ -29,7 +30,7 @@ def test_every_listed_command_has_help_and_a_description():
 
 
 def test_unknown_command_is_a_usage_error():
-    proc = run_cli("frobnicate", check=False)
+    proc = run_cli("frobnicate", check=False, fresh=True)
     assert proc.returncode == 2 and "invalid choice" in proc.stderr
 
 
@@ -47,3 +48,36 @@ def test_building_the_command_imports_neither_torch_nor_trl():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=cli_env(), check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_command_forked_from_the_test_server_runs_as_a_new_process_does(tmp_path):
+    """The suite forks most commands from a process that imported the CLI once
+    (tests/cli_server.py); a forked Cooper run must log what a new `python -m cooper` logs, print
+    the same, leave the same weights, and exit with the same status on an error."""
+    from cooper.experiment.testbed import tiny_arith_models
+    from test_experiment import records, untimed
+    from test_train_smoke import tiny_args, weights
+
+    arith = tiny_arith_models()
+    runs = {}
+    for fresh in (True, False):
+        out = tmp_path / f"fresh-{fresh}"
+        proc = run_cli(*tiny_args(arith, out, "cooper", "report_to=none"), fresh=fresh)
+        runs[fresh] = (proc, untimed(records(out / "metrics.jsonl")), weights(out / "policy"))
+    from conftest import CliServer
+
+    assert os.environ.get("COOPER_TEST_FRESH") or CliServer._server.ready  # it was forked
+    (new, new_rows, new_policy), (forked, forked_rows, forked_policy) = runs[True], runs[False]
+    assert len(new_rows) >= 2 and forked_rows == new_rows
+    assert new_policy.keys() == forked_policy.keys()
+    assert all(new_policy[k].equal(forked_policy[k]) for k in new_policy)
+    untimed_lines = [re.sub(r"[\d.]+ ?s\b", "_s", x) for x in new.stdout.splitlines()]
+    assert [re.sub(r"[\d.]+ ?s\b", "_s", x)
+            for x in forked.stdout.replace(str(tmp_path / "fresh-False"),
+                                           str(tmp_path / "fresh-True")).splitlines()
+            ] == untimed_lines
+    bad = {fresh: run_cli("train", "--config", "demo_cpu", "reward.mode=rule", "policy.lr=nan",
+                          check=False, fresh=fresh) for fresh in (True, False)}
+    assert bad[True].returncode == bad[False].returncode == 2  # a user's error, both ways
+    assert bad[True].stderr == bad[False].stderr
+    assert "policy.lr must be a finite number" in bad[False].stderr
