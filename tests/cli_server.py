@@ -14,8 +14,12 @@ What a forked command does not exercise is the interpreter's start and the CLI's
 not the one this server started with (libraries read some variables when they load, such as
 OpenMP's thread count), or when a test asks for it (``fresh=True``).
 
-The server runs no tensor work before it forks (no math threads exist yet, checked), and each
-child reseeds Python's, NumPy's and torch's generators from the system, as a new process does.
+The server runs no tensor work before it forks, and each child reseeds Python's, NumPy's and
+torch's generators from the system, as a new process does. It serves only where no math thread
+runs yet after the imports (checked): torch starts OpenMP's threads as it loads when it may use
+more than one, and a forked child's first parallel product could wait forever on a pool it does
+not have. So ``make test``'s workers (one math thread each) fork, and a plain ``pytest`` on a
+machine of several cores starts new processes.
 
 Protocol, one JSON line each way per command: the request ``{"args", "cwd", "env", "stdout",
 "stderr"}`` gets ``{"pid"}`` at once and ``{"status"}`` (``os.waitpid``'s) when the child ends.

@@ -67,6 +67,7 @@ class CliServer:
 
     _server: CliServer | None = None
     _failed = False
+    _lock = threading.Lock()
     # set per test by pytest; a command reads neither
     VOLATILE = ("PYTEST_CURRENT_TEST",)
 
@@ -112,7 +113,7 @@ class CliServer:
 
     def run(self, argv: list[str], args: list[str], cwd: Path | None, env: dict[str, str],
             timeout: float) -> subprocess.CompletedProcess:
-        with tempfile.TemporaryDirectory() as tmp:
+        with self._lock, tempfile.TemporaryDirectory() as tmp:  # one command at a time
             out, err = Path(tmp, "stdout"), Path(tmp, "stderr")
             self.proc.stdin.write(json.dumps({
                 "args": args, "cwd": str(cwd or os.getcwd()), "env": env, "stdout": str(out),

@@ -66,7 +66,11 @@ def test_a_command_forked_from_the_test_server_runs_as_a_new_process_does(tmp_pa
         runs[fresh] = (proc, untimed(records(out / "metrics.jsonl")), weights(out / "policy"))
     from conftest import CliServer
 
-    assert os.environ.get("COOPER_TEST_FRESH") or CliServer._server.ready  # it was forked
+    if os.environ.get("OMP_NUM_THREADS") == "1" and not os.environ.get("COOPER_TEST_FRESH"):
+        assert CliServer._server.ready  # make test's workers: the command was forked
+    elif not (CliServer._server and CliServer._server.ready):
+        pytest.skip("no command is forked here: torch starts its math threads as it loads when "
+                    "there is more than one, and they would not survive a fork")
     (new, new_rows, new_policy), (forked, forked_rows, forked_policy) = runs[True], runs[False]
     assert len(new_rows) >= 2 and forked_rows == new_rows
     assert new_policy.keys() == forked_policy.keys()
