@@ -124,7 +124,10 @@ class CliServer:
 
             def kill():
                 killed.set()
-                os.kill(pid, signal.SIGKILL)
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:  # it ended just now
+                    pass
 
             timer = threading.Timer(timeout, kill)
             timer.start()
