@@ -34,8 +34,10 @@ test: setup
 	$(BIN)/python -m pytest -m "not gpu and serial" -q
 
 # Unit and smoke tiers only (no slow test, no embedded model): the quick loop while developing.
+# Two at a time, then the serial ones alone, as make test runs them.
 test-fast: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -m "not slow and not gpu and not serial" -q -n $(TEST_JOBS) --dist loadfile
+	$(BIN)/python -m pytest -m "not slow and not gpu and serial" -q
 
 # Unit tests alone: functions and classes, no whole command or training run (marker smoke).
 test-unit: setup
